@@ -1,0 +1,49 @@
+"""Backends, imported only when chosen (vLLM or an HTTP client never load by default)."""
+from __future__ import annotations
+
+import importlib
+import threading
+from dataclasses import dataclass
+from typing import Optional
+
+from codeeval.generation.base import Backend, GenerationArgs, GenOutput, GenRequest  # noqa: F401
+
+# kind -> "module:Class" under codeeval.generation
+BACKENDS = {
+    "reference": "reference:ReferenceBackend",
+    "replay": "replay:ReplayBackend",
+    "transformers": "transformers_backend:TransformersBackend",
+    "openai": "openai_backend:OpenAIBackend",
+    "vllm": "vllm_backend:VLLMBackend",
+}
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """Everything needed to build a backend; hashable, so it also keys the model cache."""
+
+    kind: str
+    model: str
+    args: GenerationArgs = GenerationArgs()
+    generations_path: Optional[str] = None  # replay
+    device: Optional[str] = None  # e.g. "cuda:1" for one device shard; None = backend default
+    options: tuple[tuple[str, str], ...] = ()  # backend-specific settings (base_url, ...)
+
+
+def backend_class(kind: str) -> type[Backend]:
+    module, _, cls = BACKENDS[kind].partition(":")
+    return getattr(importlib.import_module(f"codeeval.generation.{module}"), cls)
+
+
+_lock = threading.Lock()
+_open: dict[BackendSpec, Backend] = {}
+
+
+def open_backend(spec: BackendSpec) -> Backend:
+    """Build the backend once per process and spec: a loaded model is a resource, not state
+    (outputs stay a pure function of the inputs), and shards of one run share it."""
+    with _lock:
+        if spec not in _open:
+            _open.clear()  # keep at most one model in memory
+            _open[spec] = backend_class(spec.kind)(spec)
+        return _open[spec]

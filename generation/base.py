@@ -1,0 +1,75 @@
+"""The generation backend interface.
+
+A backend turns prompts into continuations. Benchmarks own prompts, stop words
+and post-processing; backends only generate. `reference` and `replay` hand back
+finished programs (GenOutput.program), which skip post-processing as bigcode's
+--load_generations_path does.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+from codeeval.benchmarks.spec import Problem, TaskSpec
+
+
+@dataclass(frozen=True)
+class GenerationArgs:
+    """bigcode main.py's generation flags, with its defaults."""
+
+    do_sample: bool = True
+    temperature: float = 0.2
+    top_p: float = 0.95
+    top_k: int = 0
+    n_samples: int = 1
+    batch_size: int = 1
+    max_length_generation: int = 512  # prompt + completion tokens, bigcode's meaning
+    max_new_tokens: Optional[int] = None  # the clearer budget; wins when given
+    seed: int = 0
+    prefix: str = ""
+    precision: str = "fp32"
+    trust_remote_code: bool = False
+    revision: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class GenRequest:
+    task_id: str
+    sample: int
+    prompt: str  # the benchmark's prompt; backends prepend GenerationArgs.prefix themselves
+    stop: tuple[str, ...]
+
+
+@dataclass
+class GenOutput:
+    raw: str  # the continuation only (text after the prompt)
+    n_tokens: int
+    finish_reason: str  # stop | eos | length | prompt_too_long | reference | replay
+    program: Optional[str] = None  # set when the backend returns a finished program
+
+
+Progress = Optional[Callable[[int], None]]
+
+
+class Backend(abc.ABC):
+    name: str = "abstract"
+
+    def fingerprint(self) -> str:
+        """Identifies the model (and weights) for cache keys."""
+        return self.name
+
+    def eos_text(self) -> Optional[str]:
+        """bigcode appends the tokenizer's eos text to every task's stop words."""
+        return None
+
+    def n_samples(self, task: TaskSpec, problem: Problem, requested: int) -> int:
+        return requested
+
+    @abc.abstractmethod
+    def generate(self, task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest],
+                 progress: Progress = None) -> list[GenOutput]:
+        """One GenOutput per request, in request order."""
+
+    def close(self) -> None:
+        pass
