@@ -1,0 +1,29 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DATA_DIR ?= $(abspath ../shared/data)
+
+.PHONY: venv engine images demo test clean
+
+$(BIN)/codeeval: pyproject.toml constraints.txt scripts/setup-venv.sh
+	bash scripts/setup-venv.sh $(VENV)
+
+venv: $(BIN)/codeeval
+
+# The Docker engine (installs docker.io and starts dockerd when missing).
+engine:
+	bash scripts/ensure-docker.sh
+
+# The execution images, built offline; a no-op when the recipe's tag exists.
+images: venv engine
+	bash containers/build.sh
+
+demo: venv images
+	bash scripts/demo.sh
+
+test: venv images
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) runs
