@@ -31,6 +31,12 @@ class GenerationArgs:
     precision: str = "fp32"
     trust_remote_code: bool = False
     revision: Optional[str] = None
+    # added for the production backends (issue 4); defaults keep bigcode's behaviour
+    instruction_tokens: Optional[str] = None  # "user,end,assistant" as bigcode's flag
+    apply_chat_template: bool = False  # wrap prompts in the tokenizer's own chat template
+    device_map: Optional[str] = None  # e.g. "auto": one model across several devices
+    max_batch_rows: int = 0  # rows per forward pass across prompts and samples; 0 = auto
+    fim_format: Optional[str] = None  # FIM token family (starcoder, santacoder, codellama, ...)
 
 
 @dataclass(frozen=True)
@@ -63,13 +69,24 @@ class Backend(abc.ABC):
         """bigcode appends the tokenizer's eos text to every task's stop words."""
         return None
 
-    def n_samples(self, task: TaskSpec, problem: Problem, requested: int) -> int:
-        return requested
+    @classmethod
+    def counts(cls, spec, task: TaskSpec, problems: Sequence[Problem]) -> dict[str, int]:
+        """Samples per problem (task_id -> n), known before any model loads; called once
+        per task with every problem (`spec` is the BackendSpec)."""
+        return {p.task_id: spec.args.n_samples for p in problems}
+
+    @classmethod
+    def input_fingerprint(cls, spec, task: TaskSpec) -> str:
+        """What, besides the spec, the backend's output depends on (the model's files)."""
+        from codeeval.fingerprint import model_fingerprint
+
+        return model_fingerprint(spec.model, spec.args.revision)
 
     @abc.abstractmethod
     def generate(self, task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest],
                  progress: Progress = None) -> list[GenOutput]:
-        """One GenOutput per request, in request order."""
+        """One GenOutput per request, in request order. `problems` holds every problem of
+        the task in the run (a lookup table); `requests` are this shard's."""
 
     def close(self) -> None:
         pass

@@ -1,0 +1,35 @@
+"""Reading benchmark data: local upstream-format files or HF `datasets`."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Iterable, Optional
+
+from codeeval.errors import UsageError
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def find_local(data_dir: Path, family: str, names: Iterable[str]) -> Path:
+    """`<data_dir>/<family>/<name>` or `<data_dir>/<name>`, first that exists."""
+    if not data_dir.is_dir():
+        raise UsageError(f"data dir not found: {data_dir}")
+    names = list(names)
+    for base in (data_dir / family, data_dir):
+        for name in names:
+            if (base / name).is_file():
+                return base / name
+    raise UsageError(f"no {family} data in {data_dir}: expected {family}/{names[0]} (upstream format)")
+
+
+def load_hf(dataset_id: str, split: str, name: Optional[str] = None) -> list[dict]:
+    """Load a split from the HF hub (or the local HF cache), as bigcode does."""
+    import datasets  # heavy: only when the hub path is taken
+
+    ds = datasets.load_dataset(dataset_id, name, split=split)
+    return [dict(row) for row in ds]

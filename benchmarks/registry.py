@@ -1,0 +1,35 @@
+"""Task names -> TaskSpec factories. Exact names first, then patterns like `multiple-{lang}`."""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from codeeval.benchmarks import humaneval, mbpp
+from codeeval.benchmarks.spec import TaskSpec
+from codeeval.errors import UsageError
+
+Factory = Callable[[str], TaskSpec]
+
+TASKS: dict[str, Factory] = {
+    "humaneval": humaneval.make,
+    "humaneval-unstripped": humaneval.make,
+    "mbpp": mbpp.make,
+    "mbpp-setup": mbpp.make,
+}
+
+# (pattern, factory, an example name for `codeeval tasks`)
+PATTERNS: list[tuple[re.Pattern, Factory, str]] = []
+
+
+def get_task(name: str) -> TaskSpec:
+    """A fresh TaskSpec for `name`; raises UsageError naming the known tasks."""
+    if name in TASKS:
+        return TASKS[name](name)
+    for pattern, factory, _ in PATTERNS:
+        if pattern.fullmatch(name):
+            return factory(name)
+    raise UsageError(f"unknown task {name!r}; known tasks: {', '.join(task_names())}")
+
+
+def task_names() -> list[str]:
+    return sorted(TASKS) + [example for _, _, example in PATTERNS]

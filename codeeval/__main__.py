@@ -1,0 +1,5 @@
+import sys
+
+from codeeval.cli import main
+
+sys.exit(main())

@@ -1,0 +1,111 @@
+"""The run directory and its Parquet/JSON artifacts (DESIGN.md, 'Stages and artifacts').
+
+runs/<run_id>/run.json
+runs/<run_id>/<task>/problems.parquet
+runs/<run_id>/<task>/generations/shard-NNNNN.parquet
+runs/<run_id>/<task>/executions/shard-NNNNN.parquet
+runs/<run_id>/<task>/metrics.json
+runs/<run_id>/results.json
+Every write goes to a temporary file first and is renamed into place, so a crash never
+leaves a half-written artifact that a re-run would take for a finished one.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from codeeval.benchmarks.spec import Problem
+
+PROBLEMS_SCHEMA = pa.schema([
+    ("task_id", pa.string()), ("index", pa.int64()), ("prompt", pa.string()),
+    ("record", pa.string()), ("n_samples", pa.int64()),
+])
+GENERATIONS_SCHEMA = pa.schema([
+    ("task_id", pa.string()), ("sample", pa.int64()), ("raw", pa.string()), ("completion", pa.string()),
+    ("n_tokens", pa.int64()), ("finish_reason", pa.string()),
+])
+EXECUTIONS_SCHEMA = pa.schema([
+    ("task_id", pa.string()), ("sample", pa.int64()), ("status", pa.string()), ("passed", pa.bool_()),
+    ("exit_code", pa.int64()), ("duration_s", pa.float64()), ("stdout_tail", pa.string()),
+    ("stderr_tail", pa.string()), ("detail", pa.string()),
+])
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    root: Path
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def results(self) -> Path:
+        return self.root / "results.json"
+
+    def task_dir(self, task: str) -> Path:
+        return self.root / task
+
+    def problems(self, task: str) -> Path:
+        return self.task_dir(task) / "problems.parquet"
+
+    def generations(self, task: str, shard: int) -> Path:
+        return self.task_dir(task) / "generations" / f"shard-{shard:05d}.parquet"
+
+    def executions(self, task: str, shard: int) -> Path:
+        return self.task_dir(task) / "executions" / f"shard-{shard:05d}.parquet"
+
+    def metrics(self, task: str) -> Path:
+        return self.task_dir(task) / "metrics.json"
+
+
+def _atomic(path: Path, write) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_table(path: Path, rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> Path:
+    table = pa.Table.from_pylist(list(rows), schema=schema)
+    return _atomic(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def read_rows(path: Path) -> list[dict]:
+    return pq.read_table(path).to_pylist()
+
+
+def write_json(path: Path, data: Any) -> Path:
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False)
+            fh.write("\n")
+
+    return _atomic(path, write)
+
+
+def problems_rows(problems: Iterable[Problem], counts: Mapping[str, int]) -> list[dict]:
+    return [
+        {"task_id": p.task_id, "index": p.index, "prompt": p.prompt,
+         "record": json.dumps(p.record, ensure_ascii=False), "n_samples": counts[p.task_id]}
+        for p in problems
+    ]
+
+
+def read_problems(path: Path) -> tuple[list[Problem], dict[str, int]]:
+    rows = read_rows(path)
+    problems = [Problem(r["task_id"], r["index"], r["prompt"], json.loads(r["record"])) for r in rows]
+    return problems, {r["task_id"]: r["n_samples"] for r in rows}

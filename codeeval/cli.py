@@ -1,0 +1,167 @@
+"""`codeeval` command line: bigcode-evaluation-harness's flags mapped onto the flow.
+
+Bad input exits with code 2 and one line on stderr, before Prefect starts.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Optional, Sequence
+
+from codeeval.errors import UsageError
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "y", "on"):
+        return True
+    if value in ("0", "false", "no", "n", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _ks(text: str) -> list[int]:
+    try:
+        return [int(k) for k in text.split(",") if k.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _run_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("run", help="evaluate a model on tasks",
+                       description="Evaluate a model; flags follow bigcode-evaluation-harness's main.py.")
+    add = p.add_argument
+    add("--model", default=None, help="HF hub id or local dir; `reference` for the canonical solutions")
+    add("--tasks", required=True, help="comma-separated task names (`codeeval tasks` lists them)")
+    add("--backend", default="", help="transformers | reference | replay | openai | vllm (default: inferred)")
+    g = p.add_argument_group("generation (bigcode defaults)")
+    g.add_argument("--n_samples", type=int, default=1)
+    g.add_argument("--batch_size", type=int, default=1)
+    g.add_argument("--temperature", type=float, default=0.2)
+    g.add_argument("--top_p", type=float, default=0.95)
+    g.add_argument("--top_k", type=int, default=0)
+    g.add_argument("--do_sample", type=_bool, nargs="?", const=True, default=True,
+                   help="true/false (bigcode's type=bool makes `--do_sample False` true; here it is false)")
+    g.add_argument("--max_length_generation", type=int, default=512, help="prompt + completion tokens")
+    g.add_argument("--max_new_tokens", type=int, default=None, help="completion tokens; wins when given")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--prefix", default="")
+    g.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"])
+    g.add_argument("--trust_remote_code", action="store_true")
+    g.add_argument("--revision", default=None)
+    e = p.add_argument_group("evaluation")
+    e.add_argument("--limit", type=int, default=None, help="first N problems of each task")
+    e.add_argument("--limit_start", type=int, default=0)
+    e.add_argument("--k", type=_ks, default=None, help="pass@k values, e.g. 1,10 (an error if k > n)")
+    e.add_argument("--allow_code_execution", action="store_true", help="needed to run generated code")
+    e.add_argument("--executor", default="docker", choices=["docker", "local"],
+                   help="docker (default, sandboxed) or local (development only: no isolation)")
+    e.add_argument("--n_workers", type=int, default=0, help="parallel programs (default: core count)")
+    e.add_argument("--memory_mb", type=int, default=4096, help="address-space limit per program")
+    e.add_argument("--generation_only", action="store_true")
+    e.add_argument("--load_generations_path", default=None,
+                   help="bigcode JSON (list of lists of programs) or JSONL {task_id, completion|solution}")
+    e.add_argument("--save_generations", action="store_true")
+    e.add_argument("--save_generations_path", default="generations.json")
+    e.add_argument("--metric_output_path", default=None, help="also write results.json here")
+    o = p.add_argument_group("run")
+    o.add_argument("--output-dir", "--output_dir", dest="output_dir", default=None,
+                   help="run directory (default runs/<run_id>, the same for the same inputs)")
+    o.add_argument("--data-dir", "--data_dir", dest="data_dir", default=None,
+                   help="local benchmark copies in upstream format (e.g. ../shared/data)")
+    o.add_argument("--shard_size", type=int, default=64, help="problems per shard")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="codeeval", description="Evaluate code language models.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _run_parser(sub)
+    sub.add_parser("tasks", help="list the registered tasks")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace):
+    from codeeval.config import RunConfig
+    from codeeval.generation.base import GenerationArgs
+
+    model = args.model or ("replay" if args.load_generations_path else None)
+    if not model:
+        raise UsageError("--model is required (a hub id, a local dir, or `reference`)")
+    generation = GenerationArgs(
+        do_sample=args.do_sample, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+        n_samples=args.n_samples, batch_size=args.batch_size, max_length_generation=args.max_length_generation,
+        max_new_tokens=args.max_new_tokens, seed=args.seed, prefix=args.prefix, precision=args.precision,
+        trust_remote_code=args.trust_remote_code, revision=args.revision,
+    )
+    return RunConfig(
+        model=model, tasks=[t.strip() for t in args.tasks.split(",") if t.strip()], generation=generation,
+        backend=args.backend, limit=args.limit, limit_start=args.limit_start, k=args.k,
+        allow_code_execution=args.allow_code_execution, generation_only=args.generation_only,
+        load_generations_path=args.load_generations_path, save_generations=args.save_generations,
+        save_generations_path=args.save_generations_path, metric_output_path=args.metric_output_path,
+        output_dir=args.output_dir, data_dir=args.data_dir, executor=args.executor, n_workers=args.n_workers,
+        memory_mb=args.memory_mb, shard_size=args.shard_size,
+    )
+
+
+def prefect_environment() -> None:
+    """Defaults that make Prefect's ephemeral API work offline on small machines."""
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+def run(config) -> dict:
+    from codeeval.plan import check, plan_task
+
+    check(config)
+    for name in config.tasks:  # loads data and validates k and generations files before Prefect starts
+        plan_task(config, name)
+    prefect_environment()
+    from codeeval.flows.evaluate import evaluate
+
+    return evaluate(config)
+
+
+def format_results(results: dict) -> str:
+    info = results.get("codeeval", {})
+    lines = []
+    for name, detail in info.get("tasks", {}).items():
+        metrics = results.get(name, {})
+        counts = f"{detail.get('passed', 0)}/{detail.get('samples', 0)} samples passed" if metrics else "generated"
+        left = detail.get("ks_left_out") or []
+        note = f"; pass@{', pass@'.join(map(str, left))} left out (n too small)" if left else ""
+        values = "  ".join(f"{m}={v:.4f}" for m, v in metrics.items())
+        lines.append(f"{name:<22} {values}  ({counts}{note})")
+        gen, exe = detail["reused"]["generate"], detail["reused"]["execute"]
+        lines.append(f"{'':<22} reused {gen[0]}/{gen[1]} generation and {exe[0]}/{exe[1]} execution shards")
+        if detail.get("saved_generations"):
+            lines.append(f"{'':<22} generations saved to {detail['saved_generations']}")
+    lines.append(f"results: {os.path.join(info.get('run_dir', '.'), 'results.json')}")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "tasks":
+            from codeeval.benchmarks.registry import TASKS, get_task, task_names
+
+            for name in task_names():
+                print(f"{name:<24} {get_task(name).description if name in TASKS else ''}")
+            return 0
+        results = run(config_from_args(args))
+    except UsageError as exc:
+        print(f"codeeval: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("codeeval: interrupted; finished shards are kept and reused by the next run", file=sys.stderr)
+        return 130
+    print(format_results(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+"""Errors the CLI reports as one line with exit code 2 (bad input, not a bug)."""
+
+
+class UsageError(Exception):
+    """Bad input from the user: unknown task, malformed file, k > n, missing data dir..."""

@@ -1,0 +1,60 @@
+"""Stable hashes for cache keys: of values, files, models and of this code."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+
+def digest(*parts: Any) -> str:
+    """sha256 of a JSON rendering of `parts` (dataclasses become dicts)."""
+    def default(obj: Any) -> Any:
+        if dataclasses.is_dataclass(obj):
+            return dataclasses.asdict(obj)
+        if isinstance(obj, Path):
+            return str(obj)
+        raise TypeError(f"cannot fingerprint {type(obj).__name__}")
+
+    text = json.dumps(parts, sort_keys=True, default=default, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def model_fingerprint(model: str, revision: str | None = None) -> str:
+    """A hub id is its name and revision; a local directory is its files' names, sizes and
+    mtimes (weights are too large to hash on every run) plus the config's content."""
+    path = Path(model)
+    if not path.is_dir():
+        return digest("hub", model, revision)
+    entries = sorted(
+        (p.relative_to(path).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
+        for p in path.rglob("*") if p.is_file()
+    )
+    config = path / "config.json"
+    return digest("dir", entries, config.read_text() if config.is_file() else "")
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """Hash of codeeval's own sources: a code change invalidates every cached shard."""
+    import codeeval
+
+    from codeeval import benchmarks, executors, flows, generation, tasks
+
+    h = hashlib.sha256(codeeval.__version__.encode())
+    for package in (codeeval, benchmarks, executors, flows, generation, tasks):
+        root = Path(package.__file__).parent
+        for source in sorted(root.rglob("*.py")):
+            h.update(source.relative_to(root).as_posix().encode())
+            h.update(source.read_bytes())
+    return h.hexdigest()[:16]

@@ -1,0 +1,28 @@
+"""The generate stage as plain library code: problems in, generation rows out."""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from codeeval.benchmarks.spec import Problem, TaskSpec
+from codeeval.generation.base import Backend, GenRequest, Progress
+
+
+def generate_rows(task: TaskSpec, problems: Sequence[Problem], shard: Sequence[Problem],
+                  counts: Mapping[str, int], backend: Backend, progress: Progress = None) -> list[dict]:
+    """One row per (problem, sample) of `shard`; `completion` is the post-processed program.
+    `problems` is every problem of the task (replay maps file positions onto it)."""
+    eos = backend.eos_text()
+    extra = (eos,) if eos else ()
+    stops = task.stop_words + extra
+    requests = [GenRequest(p.task_id, s, p.prompt, stops) for p in shard for s in range(counts[p.task_id])]
+    outputs = backend.generate(task, problems, requests, progress)
+    if len(outputs) != len(requests):
+        raise RuntimeError(f"backend {backend.name} returned {len(outputs)} outputs for {len(requests)} requests")
+    by_id = {p.task_id: p for p in problems}
+    rows = []
+    for request, out in zip(requests, outputs):
+        problem = by_id[request.task_id]
+        completion = out.program if out.program is not None else task.postprocess(problem, out.raw, extra)
+        rows.append({"task_id": request.task_id, "sample": request.sample, "raw": out.raw,
+                     "completion": completion, "n_tokens": out.n_tokens, "finish_reason": out.finish_reason})
+    return rows

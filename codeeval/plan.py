@@ -1,0 +1,84 @@
+"""Checks a RunConfig and plans each task: its problems, samples per problem, ks and shards.
+
+The CLI calls this before Prefect starts, so bad input fails in a second with one line;
+the flow's load stage calls it again to write problems.parquet.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from codeeval.benchmarks.registry import get_task
+from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec
+from codeeval.config import BACKENDS, EXECUTORS, RunConfig
+from codeeval.errors import UsageError
+from codeeval.generation import BackendSpec, backend_class
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    spec: TaskSpec
+    problems: list[Problem]
+    counts: dict[str, int]  # task_id -> samples
+    ks: list[int]
+    ks_left_out: list[int]
+    shards: list[tuple[int, int]]  # [start, stop) into problems
+
+    @property
+    def n_min(self) -> int:
+        return min(self.counts.values(), default=0)
+
+
+def check(config: RunConfig) -> None:
+    """Input errors that need no data: unknown task/backend/executor, missing data dir, flags."""
+    if not config.tasks:
+        raise UsageError("no task given (--tasks humaneval,mbpp; `codeeval tasks` lists them)")
+    for name in config.tasks:
+        get_task(name)
+    if len(set(config.tasks)) != len(config.tasks):
+        raise UsageError("a task is listed twice in --tasks")
+    if config.backend_kind not in BACKENDS:
+        raise UsageError(f"unknown backend {config.backend_kind!r}; choose from {', '.join(BACKENDS)}")
+    if config.executor not in EXECUTORS:
+        raise UsageError(f"unknown executor {config.executor!r}; choose from {', '.join(EXECUTORS)}")
+    if config.data_dir and not Path(config.data_dir).is_dir():
+        raise UsageError(f"data dir not found: {config.data_dir}")
+    if not config.generation_only and not config.allow_code_execution:
+        raise UsageError("scoring executes model-generated code: pass --allow_code_execution "
+                         "(or --generation_only to only generate)")
+    if config.generation.n_samples < 1:
+        raise UsageError("--n_samples must be >= 1")
+    if config.limit is not None and config.limit < 1:
+        raise UsageError("--limit must be >= 1")
+    if config.shard_size < 1:
+        raise UsageError("--shard_size must be >= 1")
+
+
+def backend_spec(config: RunConfig, device: Optional[str] = None) -> BackendSpec:
+    return BackendSpec(
+        kind=config.backend_kind, model=config.model, args=config.generation,
+        generations_path=config.load_generations_path, device=device,
+        options=tuple(sorted(config.backend_options.items())),
+    )
+
+
+def plan_task(config: RunConfig, name: str) -> TaskPlan:
+    spec = get_task(name)
+    options = LoadOptions(data_dir=Path(config.data_dir) if config.data_dir else None)
+    problems = spec.load(options)
+    stop = None if config.limit is None else config.limit_start + config.limit
+    problems = problems[config.limit_start:stop]
+    if not problems:
+        raise UsageError(f"task {name} has no problems in the range --limit_start {config.limit_start} --limit {config.limit}")
+    counts = backend_class(config.backend_kind).counts(backend_spec(config), spec, problems)
+    n_min = min(counts.values())
+    if config.generation_only:
+        ks, left_out = [], []
+    else:
+        from codeeval.metrics import resolve_ks
+
+        ks, left_out = resolve_ks(name, n_min, config.k, spec.default_ks)
+    size = config.shard_size
+    shards = [(i, min(i + size, len(problems))) for i in range(0, len(problems), size)]
+    return TaskPlan(spec, problems, counts, ks, left_out, shards)

@@ -1,0 +1,97 @@
+"""The `evaluate` flow: load -> shard -> generate -> execute -> score -> publish.
+
+Generation shards run one after another (one model, one device) and execution shards
+one after another (one sandbox pool); the two chains overlap, so shard i executes while
+shard i+1 generates. Every shard is a named task run whose cache key hashes its inputs
+(problems, model, generation args, code version): a re-run skips finished shards.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import allow_failure, flow, get_run_logger
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from codeeval import artifacts
+from codeeval.config import RunConfig
+from codeeval.executors import Limits, SandboxSpec
+from codeeval.fingerprint import code_version, digest
+from codeeval.generation import backend_class
+from codeeval.plan import backend_spec, check
+from codeeval.publish import publish
+from codeeval.tasks.shards import execute_shard, generate_shard, load_problems, score_task
+
+
+def _after(previous) -> list:
+    return [allow_failure(previous)] if previous is not None else []
+
+
+def _cached(future) -> bool:
+    return future.state.name == "Cached"
+
+
+@flow(name="evaluate", task_runner=ThreadPoolTaskRunner(max_workers=4))
+def evaluate(config: RunConfig) -> dict:
+    log = get_run_logger()
+    check(config)
+    layout = artifacts.RunLayout(config.run_dir.resolve())
+    version = code_version()
+    backend = backend_spec(config)
+    sandbox = SandboxSpec(config.executor, config.n_workers, Limits(memory_mb=config.memory_mb))
+
+    loads = {
+        name: load_problems.with_options(task_run_name=f"load-{name}").submit(config, name, str(layout.problems(name)))
+        for name in config.tasks
+    }
+    plans, gens, execs, scores = {}, {}, {}, {}
+    last_gen = last_exec = None
+    for name in config.tasks:
+        plans[name] = plan = loads[name].result()
+        problems_path = plan["path"]
+        rows = artifacts.read_rows(Path(problems_path))
+        inputs = backend_class(backend.kind).input_fingerprint(backend, _spec(name))
+        gens[name], execs[name] = [], []
+        for i, (start, stop) in enumerate(plan["shards"]):
+            shard_rows = [(r["task_id"], r["prompt"], r["record"], r["n_samples"]) for r in rows[start:stop]]
+            gen_path = layout.generations(name, i)
+            gen_key = digest("generate", version, name, shard_rows, backend, inputs, str(gen_path))
+            last_gen = generate_shard.with_options(
+                task_run_name=f"generate-{name}-shard-{i:03d}", refresh_cache=not gen_path.exists(),
+            ).submit(name, problems_path, start, stop, backend, str(gen_path), gen_key, wait_for=_after(last_gen))
+            gens[name].append(last_gen)
+            if config.generation_only:
+                continue
+            exec_path = layout.executions(name, i)
+            exec_key = digest("execute", version, name, sandbox.name, sandbox.limits, str(exec_path))
+            last_exec = execute_shard.with_options(
+                task_run_name=f"execute-{name}-shard-{i:03d}", refresh_cache=not exec_path.exists(),
+            ).submit(name, problems_path, last_gen, sandbox, str(exec_path), exec_key, wait_for=_after(last_exec))
+            execs[name].append(last_exec)
+        if not config.generation_only:
+            scores[name] = score_task.with_options(task_run_name=f"score-{name}").submit(
+                name, execs[name], plan["ks"], plan["ks_left_out"], str(layout.metrics(name)))
+
+    for future in [f for fs in (*gens.values(), *execs.values()) for f in fs] + list(scores.values()):
+        future.wait()
+    failed = [f.task_run.name if getattr(f, "task_run", None) else str(f.task_run_id)
+              for fs in (*gens.values(), *execs.values()) for f in fs if f.state.is_failed()]
+    failed += [f"score-{n}" for n, f in scores.items() if not f.state.is_completed()]
+    if failed:
+        raise RuntimeError(f"{len(failed)} task runs failed: {', '.join(failed)}; re-run to retry only those")
+
+    reuse = {
+        name: {"generate": [sum(map(_cached, gens[name])), len(gens[name])],
+               "execute": [sum(map(_cached, execs.get(name, []))), len(execs.get(name, []))]}
+        for name in config.tasks
+    }
+    for name, counts in reuse.items():
+        log.info("%s: reused %d/%d generation and %d/%d execution shards from cache", name,
+                 *counts["generate"], *counts["execute"])
+    details = {name: f.result() for name, f in scores.items()}
+    return publish(config, layout, plans, details, reuse, version)
+
+
+def _spec(name: str):
+    from codeeval.benchmarks.registry import get_task
+
+    return get_task(name)

