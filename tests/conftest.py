@@ -1,0 +1,31 @@
+"""Shared fixtures: the real benchmark data beside the checkout, and a real Prefect API."""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    if not DATA.is_dir():
+        pytest.fail(f"benchmark data not found at {DATA} (CI clones the repo with ../shared beside it)")
+    return DATA
+
+
+@pytest.fixture(scope="session")
+def prefect_api():
+    """A real Prefect API (temporary database and server) shared by the flow tests."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+    # Prefect logs "stopping server" to a console stream pytest has already closed.
+    logging.raiseExceptions = False

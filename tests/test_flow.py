@@ -1,0 +1,101 @@
+"""The whole flow on a real (temporary) Prefect API: artifacts, scores, caching, replay."""
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from codeeval.cli import main
+
+
+def run_cli(capsys, *args) -> str:
+    assert main(["run", *args]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def humaneval_run(prefect_api, data_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "he"
+    args = ["--model", "reference", "--tasks", "humaneval", "--allow_code_execution", "--executor", "local",
+            "--data-dir", str(data_dir), "--output-dir", str(out)]
+    return out, args
+
+
+def test_reference_humaneval_scores_164_of_164_and_writes_every_artifact(humaneval_run, capsys):
+    out, args = humaneval_run
+    text = run_cli(capsys, *args)
+    assert "pass@1=1.0000" in text and "164/164 samples passed" in text
+    assert "pass@10, pass@100 left out" in text
+    results = json.loads((out / "results.json").read_text())
+    assert results["humaneval"] == {"pass@1": 1.0}
+    assert results["config"]["model"] == "reference" and results["config"]["tasks"] == "humaneval"
+    assert results["codeeval"]["tasks"]["humaneval"]["ks_left_out"] == [10, 100]
+    run = json.loads((out / "run.json").read_text())
+    assert run["code_version"] and run["data_fingerprints"]["humaneval"]
+    assert pq.read_table(out / "humaneval" / "problems.parquet").num_rows == 164
+    gens = pq.read_table(out / "humaneval" / "generations" / "shard-00000.parquet")
+    assert {"task_id", "sample", "raw", "completion", "n_tokens", "finish_reason"} <= set(gens.column_names)
+    execs = [pq.read_table(p) for p in sorted((out / "humaneval" / "executions").glob("shard-*.parquet"))]
+    assert len(execs) == 3 and sum(t.num_rows for t in execs) == 164
+    assert {"task_id", "sample", "status", "passed", "exit_code", "duration_s", "stdout_tail",
+            "stderr_tail"} <= set(execs[0].column_names)
+    assert json.loads((out / "humaneval" / "metrics.json").read_text())["passed"] == 164
+
+
+def test_second_run_reuses_every_shard_and_writes_identical_metrics(humaneval_run, capsys):
+    out, args = humaneval_run
+    before = (out / "humaneval" / "metrics.json").read_bytes()
+    text = run_cli(capsys, *args)
+    assert "reused 3/3 generation and 3/3 execution shards" in text
+    assert (out / "humaneval" / "metrics.json").read_bytes() == before
+
+
+def test_a_deleted_shard_is_recomputed(humaneval_run, capsys):
+    out, args = humaneval_run
+    (out / "humaneval" / "executions" / "shard-00001.parquet").unlink()
+    text = run_cli(capsys, *args)
+    assert "reused 3/3 generation and 2/3 execution shards" in text and "164/164" in text
+
+
+def test_mbpp_oracle_matches_bigcode_and_setup_variant_reaches_500(prefect_api, data_dir, tmp_path, capsys):
+    # One worker: task 123 needs ~1.8 s of its 3 s limit (bigcode's), so it must not share a core.
+    text = run_cli(capsys, "--model", "reference", "--tasks", "mbpp,mbpp-setup", "--allow_code_execution",
+                   "--executor", "local", "--n_workers", "1", "--data-dir", str(data_dir),
+                   "--output-dir", str(tmp_path))
+    assert "499/500 samples passed" in text and "500/500 samples passed" in text
+    failing = [r for p in (tmp_path / "mbpp" / "executions").glob("*.parquet")
+               for r in pq.read_table(p).to_pylist() if not r["passed"]]
+    assert [r["task_id"] for r in failing] == ["367"] and "NameError" in failing[0]["stderr_tail"]
+
+
+def test_saved_generations_replay_to_the_same_score(prefect_api, data_dir, tmp_path, capsys):
+    common = ["--tasks", "humaneval", "--allow_code_execution", "--executor", "local",
+              "--data-dir", str(data_dir), "--limit", "6"]
+    saved = tmp_path / "gens.json"
+    run_cli(capsys, "--model", "reference", *common, "--n_samples", "2", "--save_generations",
+            "--save_generations_path", str(saved), "--output-dir", str(tmp_path / "a"))
+    programs = json.loads((tmp_path / "gens_humaneval.json").read_text())
+    assert len(programs) == 6 and all(len(p) == 2 for p in programs)
+    text = run_cli(capsys, *common, "--load_generations_path", str(saved), "--k", "1,2",
+                   "--output-dir", str(tmp_path / "b"), "--metric_output_path", str(tmp_path / "m.json"))
+    assert "pass@1=1.0000  pass@2=1.0000" in text and "12/12" in text
+    # A wrong program for one sample of the first problem: pass@1 drops by 1/12, pass@2 is unchanged.
+    programs[0][1] = "def has_close_elements(numbers, threshold):\n    return False\n"
+    saved.write_text(json.dumps(programs))
+    (tmp_path / "gens_humaneval.json").write_text(json.dumps(programs))
+    text = run_cli(capsys, *common, "--load_generations_path", str(tmp_path / "gens_humaneval.json"),
+                   "--k", "1,2", "--output-dir", str(tmp_path / "c"))
+    assert "11/12" in text
+    metrics = json.loads((tmp_path / "c" / "results.json").read_text())["humaneval"]
+    assert metrics["pass@1"] == pytest.approx(11 / 12) and metrics["pass@2"] == pytest.approx(1.0)
+    assert json.loads((tmp_path / "m.json").read_text())["humaneval"]["pass@2"] == 1.0
+
+
+def test_generation_only_saves_generations_and_executes_nothing(prefect_api, data_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    text = run_cli(capsys, "--model", "reference", "--tasks", "mbpp", "--generation_only", "--limit", "3",
+                   "--data-dir", str(data_dir), "--output-dir", str(tmp_path / "run"))
+    assert "generations saved to generations_mbpp.json" in text
+    assert len(json.loads((tmp_path / "generations_mbpp.json").read_text())) == 3
+    assert not (tmp_path / "run" / "mbpp" / "executions").exists()

@@ -1,0 +1,201 @@
+"""The OpenAI-compatible backend against a small server on 127.0.0.1 that speaks the real
+request and response shapes of /v1/completions and /v1/chat/completions."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from codeeval.benchmarks.spec import Problem, TaskSpec
+from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, open_backend
+from codeeval.generation.openai_backend import OpenAIBackend
+
+PROMPTS = ['def add(a, b):\n    """Add."""\n', "def sub(a, b):\n", "def mul(a, b):\n"]
+
+
+class FakeServer:
+    def __init__(self):
+        self.requests: list[dict] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.fail_first = {}  # prompt prefix -> number of 429/503 answers still to give
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.headers.get("Authorization") != "Bearer sk-test":
+                    return self._send(401, {"error": {"message": "bad key", "type": "invalid_request_error"}})
+                with server.lock:
+                    server.requests.append({"path": self.path, **body})
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    time.sleep(0.05)
+                    text = body.get("prompt") or body["messages"][-1]["content"]
+                    with server.lock:
+                        for key, left in server.fail_first.items():
+                            if key in text and left > 0:
+                                server.fail_first[key] = left - 1
+                                return self._send(429 if left % 2 else 503, {"error": {"message": "slow down"}},
+                                                  {"Retry-After": "0"})
+                    if self.path == "/v1/completions":
+                        return self._send(200, server.completion(body))
+                    if self.path == "/v1/chat/completions":
+                        return self._send(200, server.chat(body))
+                    return self._send(404, {"error": {"message": "not found"}})
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+
+            def _send(self, code, obj, headers=None):
+                data = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def completion(self, body):
+        name = body["prompt"].split("def ", 1)[1].split("(")[0]
+        full = f"    return {name}_result\n\ndef helper():\n    pass\n"
+        stops = body.get("stop") or []
+        text, reason, stop_reason = full, "length", None
+        cuts = [(full.find(s), s) for s in stops if s in full]
+        if cuts:
+            i, s = min(cuts)
+            text, reason, stop_reason = full[:i], "stop", s
+        if body.get("temperature", 1.0) > 0:
+            text += f"# seed {body.get('seed')}"
+        return {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": reason,
+                             "stop_reason": stop_reason}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 7, "total_tokens": 17}}
+
+    def chat(self, body):
+        content = body["messages"][-1]["content"]
+        if "def add" in content:  # repeats the prompt, then completes it
+            answer = ('Sure:\n```python\ndef add(a, b):\n    """Add."""\n    return a + b\n```\nDone.')
+        else:  # rewrites the function without the prompt's docstring
+            answer = "```python\nimport math\n\ndef sub(x, y):\n    return x - y\n```"
+        return {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
+                             "finish_reason": "stop", "logprobs": None}],
+                "usage": {"prompt_tokens": 20, "completion_tokens": 12, "total_tokens": 32}}
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    s = FakeServer()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def problems():
+    return [Problem(f"T/{i}", i, p, {}) for i, p in enumerate(PROMPTS)]
+
+
+def task_for(problems):
+    return TaskSpec("toy", "toy", lambda o: problems, ("\ndef", "\nclass"),
+                    lambda p, raw, extra: p.prompt + raw.split("\ndef")[0], lambda p, c: c, lambda p: "")
+
+
+def spec(server, args=GenerationArgs(do_sample=False, max_new_tokens=64), **opts):
+    options = {"base_url": server.url, "api_key": "sk-test", "backoff_s": "0.01", **opts}
+    return BackendSpec("openai", "toy-model", args, options=tuple(sorted(options.items())))
+
+
+def test_completions_endpoint(server, problems):
+    task = task_for(problems)
+    b = OpenAIBackend(spec(server, concurrency="2"))
+    reqs = [GenRequest(p.task_id, s, p.prompt, task.stop_words) for p in problems for s in range(3)]
+    seen = []
+    outs = b.generate(task, problems, reqs, progress=seen.append)
+    assert sum(seen) == len(reqs)
+    assert [o.raw for o in outs[:3]] == ["    return add_result\n"] * 3
+    assert outs[0].finish_reason == "stop" and outs[0].n_tokens == 7 and outs[0].program is None
+    assert task.postprocess(problems[0], outs[0].raw, ()) == PROMPTS[0] + "    return add_result\n"
+    # identical greedy requests are sent once; the request has the real shape
+    assert len(server.requests) == len(problems)
+    r = server.requests[0]
+    assert r["path"] == "/v1/completions" and r["model"] == "toy-model"
+    assert r["max_tokens"] == 64 and r["temperature"] == 0.0 and r["stop"] == ["\ndef", "\nclass"]
+    assert server.max_in_flight <= 2
+
+
+def test_sampling_sends_per_sample_seeds_and_respects_concurrency(server, problems):
+    task = task_for(problems)
+    args = GenerationArgs(do_sample=True, temperature=0.8, top_p=0.95, n_samples=4, max_new_tokens=32, seed=7)
+    b = open_backend(spec(server, args, concurrency="3"))
+    reqs = [GenRequest(p.task_id, s, p.prompt, task.stop_words) for p in problems for s in range(4)]
+    outs = b.generate(task, problems, reqs)
+    assert len(server.requests) == len(reqs)
+    assert 1 < server.max_in_flight <= 3
+    seeds = [o.raw.rsplit("seed ", 1)[1] for o in outs]
+    assert len(set(seeds)) == len(reqs)  # every sample its own seed
+    again = OpenAIBackend(spec(server, args, concurrency="1")).generate(task, problems, list(reversed(reqs)))
+    assert [o.raw for o in reversed(again)] == [o.raw for o in outs]  # seeds do not depend on order
+
+
+def test_retries_with_backoff_then_succeeds(server, problems):
+    task = task_for(problems)
+    server.fail_first = {"def sub": 3}
+    outs = OpenAIBackend(spec(server)).generate(
+        task, problems, [GenRequest(p.task_id, 0, p.prompt, task.stop_words) for p in problems])
+    assert outs[1].raw == "    return sub_result\n"
+    assert sum(1 for r in server.requests if "def sub" in r["prompt"]) == 4
+
+
+def test_gives_up_after_max_retries_and_reports_client_errors(server, problems):
+    from codeeval.generation.openai_backend import HTTPError
+
+    task = task_for(problems)
+    server.fail_first = {"def sub": 10}
+    b = OpenAIBackend(spec(server, max_retries="2"))
+    with pytest.raises(HTTPError, match="HTTP"):
+        b.generate(task, problems[1:2], [GenRequest("T/1", 0, PROMPTS[1], ())])
+    bad = OpenAIBackend(spec(server, api_key="wrong"))
+    with pytest.raises(HTTPError, match="401"):
+        bad.generate(task, problems[:1], [GenRequest("T/0", 0, PROMPTS[0], ())])
+
+
+def test_chat_endpoint_extracts_code(server, problems):
+    task = task_for(problems)
+    args = GenerationArgs(do_sample=False, max_new_tokens=64, apply_chat_template=True)
+    b = OpenAIBackend(spec(server, args))
+    assert b.endpoint == "chat"
+    outs = b.generate(task, problems[:2], [GenRequest(p.task_id, 0, p.prompt, task.stop_words) for p in problems[:2]])
+    r = server.requests[0]
+    assert r["path"] == "/v1/chat/completions" and r["messages"][0]["role"] == "user"
+    assert "stop" not in r  # task stop words would cut a chat answer
+    # the answer repeats the prompt: the rest is a continuation, post-processed as usual
+    assert outs[0].program is None and outs[0].raw.strip() == "return a + b"
+    # the answer rewrote the function: a finished program
+    assert outs[1].program == "import math\n\ndef sub(x, y):\n    return x - y\n"
+
+
+def test_base_url_and_key_from_env(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    b = OpenAIBackend(BackendSpec("openai", "m", GenerationArgs(do_sample=False, max_new_tokens=8)))
+    assert b.base_url == server.url and b.api_key == "sk-test"
+    assert b.fingerprint().startswith("openai:http://127.0.0.1")

@@ -1,0 +1,47 @@
+"""Saved generations: bigcode's JSON and JSONL, and clear errors for malformed files."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from codeeval.benchmarks.spec import Problem
+from codeeval.errors import UsageError
+from codeeval.generation.replay import parse, path_for
+
+PROBLEMS = [Problem("T/0", 0, "def f():", {}), Problem("T/1", 1, "def g():", {})]
+
+
+def test_bigcode_json_maps_positions_to_problems(tmp_path):
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps([["a", "b"], ["c"], ["extra"]]))
+    assert parse(path, PROBLEMS) == {"T/0": ["a", "b"], "T/1": ["c"]}
+
+
+def test_jsonl_completion_is_appended_to_the_prompt_and_solution_is_whole(tmp_path):
+    path = tmp_path / "g.jsonl"
+    path.write_text('{"task_id": "T/0", "completion": " return 1"}\n{"task_id": "T/1", "solution": "x"}\n'
+                    '{"task_id": "T/0", "completion": " return 2"}\n')
+    assert parse(path, PROBLEMS) == {"T/0": ["def f(): return 1", "def f(): return 2"], "T/1": ["x"]}
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("g.json", "[[\"a\"], ", "not JSON"),
+    ("g.json", '{"T/0": ["a"]}', "list of lists of strings"),
+    ("g.json", '[["a"]]', "has 1 problems, the task has 2"),
+    ("g.json", '[["a"], []]', "no samples for T/1"),
+    ("g.jsonl", '{"task_id": "T/0"}\n', "line 1"),
+    ("g.jsonl", '{"task_id": "T/0", "completion": "x"}\n', "no samples for T/1"),
+])
+def test_malformed_files_are_usage_errors(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(UsageError, match=message):
+        parse(path, PROBLEMS)
+
+
+def test_per_task_paths(tmp_path):
+    assert path_for(str(tmp_path / "gen_{task}.json"), "mbpp") == tmp_path / "gen_mbpp.json"
+    (tmp_path / "gen_humaneval.json").write_text("[]")
+    assert path_for(str(tmp_path / "gen.json"), "humaneval") == tmp_path / "gen_humaneval.json"
+    assert path_for(str(tmp_path / "gen.json"), "mbpp") == tmp_path / "gen.json"

@@ -1,0 +1,186 @@
+"""The transformers backend on a small demo model (reduced training budget, cached in /tmp)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from codeeval.benchmarks.spec import Problem, TaskSpec
+from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, backend_class
+from codeeval.generation import demo_model
+from codeeval.generation.transformers_backend import TransformersBackend, model_fingerprint
+
+STOPS = ("\ndef", "\nclass", "\nif", "\nprint", "\n#")
+PROMPTS = [
+    'def add(a, b):\n    """Return the sum of a and b."""\n',
+    "import os\n\n\ndef list_files(path):\n    for name in os.listdir(path):\n",
+    "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n",
+    "x = [",
+    "def f(n):\n    # a prompt that itself holds stop words\n    if n:\n        print(n)\n\ndef g():\n",
+    'def is_prime(n: int) -> bool:\n    """Check whether n is prime.\n    >>> is_prime(7)\n    True\n    """\n',
+]
+
+
+@pytest.fixture(scope="module")
+def model_dir():
+    return str(demo_model.ensure_demo_model(demo_model.test_model_dir(), demo_model.TEST_RECIPE, log=None))
+
+
+@pytest.fixture(scope="module")
+def problems():
+    return [Problem(f"T/{i}", i, p, {}) for i, p in enumerate(PROMPTS)]
+
+
+def make_task(problems, stops=STOPS):
+    def postprocess(problem, raw, extra):
+        cut = len(raw)
+        for s in stops + tuple(extra):
+            i = raw.find(s)
+            if i != -1:
+                cut = min(cut, i)
+        return problem.prompt + raw[:cut]
+
+    return TaskSpec("toy", "toy", lambda o: problems, stops, postprocess, lambda p, c: c, lambda p: "")
+
+
+def backend(model_dir, **kw):
+    return TransformersBackend(BackendSpec("transformers", model_dir, GenerationArgs(**kw)))
+
+
+def requests_for(problems, n, stops):
+    return [GenRequest(p.task_id, s, p.prompt, stops) for p in problems for s in range(n)]
+
+
+def as_tuples(outs):
+    return [(o.raw, o.n_tokens, o.finish_reason) for o in outs]
+
+
+def test_batched_greedy_equals_one_at_a_time(model_dir, problems):
+    task = make_task(problems)
+    one = backend(model_dir, do_sample=False, max_new_tokens=48, max_batch_rows=1)
+    many = backend(model_dir, do_sample=False, max_new_tokens=48, max_batch_rows=16)
+    stops = STOPS + (one.eos_text(),)
+    reqs = requests_for(problems, 2, stops)
+    got_one = as_tuples(one.generate(task, problems, reqs))
+    got_many = as_tuples(many.generate(task, problems, reqs))
+    assert got_one == got_many
+    # n copies of a greedy request are identical, and each is a real continuation
+    assert got_many[0::2] == got_many[1::2]
+    assert all(n > 0 for _, n, _ in got_many)
+    # also against transformers' own generate, one prompt at a time, no stop words
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    plain = as_tuples(many.generate(task, problems, requests_for(problems, 1, ())))
+    for p, (raw, n, reason) in zip(problems, plain):
+        ids = tok(p.prompt, return_tensors="pt").input_ids
+        gen = model.generate(ids, max_new_tokens=48, do_sample=False, pad_token_id=tok.eos_token_id)
+        assert raw == tok.decode(gen[0, ids.shape[1]:], skip_special_tokens=False)
+        assert reason in ("length", "eos")
+
+
+def test_stop_words_are_per_row_and_never_cut_the_prompt(model_dir, problems):
+    task = make_task(problems, stops=("\n",))
+    b = backend(model_dir, do_sample=False, max_new_tokens=40, max_batch_rows=8)
+    outs = b.generate(task, problems, requests_for(problems, 1, ("\n",)))
+    assert any(o.finish_reason == "stop" for o in outs)
+    for p, o in zip(problems, outs):
+        assert not o.raw.startswith(p.prompt)  # continuation only
+        if o.finish_reason == "stop":
+            assert "\n" in o.raw
+            # the row stopped at the first token holding the stop: nothing decoded after it
+            assert o.raw.rstrip("\n ").count("\n") == 0 or o.raw.index("\n") >= len(o.raw) - len(o.raw.lstrip("\n"))
+        program = task.postprocess(p, o.raw, ())
+        assert program.startswith(p.prompt)  # stop words inside the prompt are never cut
+    # a row that stops leaves the batch; the others still run to their own end
+    lengths = {o.n_tokens for o in outs}
+    assert len(lengths) > 1
+
+
+def test_budget_follows_max_length_generation(model_dir, problems):
+    task = make_task(problems)
+    b = backend(model_dir, do_sample=False, max_length_generation=60, max_batch_rows=8)
+    outs = b.generate(task, problems, requests_for(problems, 1, ()))
+    for p, o in zip(problems, outs):
+        n_prompt = len(b.tokenizer(p.prompt)["input_ids"])
+        if o.finish_reason == "length":
+            assert o.n_tokens == 60 - n_prompt  # prompt + completion = max_length_generation
+    short = backend(model_dir, do_sample=False, max_length_generation=10)
+    outs = short.generate(task, problems, requests_for(problems, 1, ()))
+    assert outs[0].finish_reason == "prompt_too_long" and outs[0].raw == "" and outs[0].n_tokens == 0
+    assert outs[3].finish_reason != "prompt_too_long"  # "x = [" fits
+
+
+def test_eos_finishes_a_row(model_dir, problems):
+    task = make_task(problems)
+    b = backend(model_dir, do_sample=False, max_new_tokens=5)
+    b.eos_ids = list(range(len(b.tokenizer)))  # pretend every token ends the text
+    out = b.generate(task, problems[:1], requests_for(problems[:1], 1, ()))[0]
+    assert out.finish_reason == "eos" and out.n_tokens == 1
+
+
+def test_sampling_seeds_do_not_depend_on_batch_or_shard(model_dir, problems):
+    task = make_task(problems)
+    kw = dict(do_sample=True, temperature=0.8, top_p=0.95, max_new_tokens=24, seed=3)
+    reqs = requests_for(problems, 3, ())
+    a = as_tuples(backend(model_dir, max_batch_rows=1, **kw).generate(task, problems, reqs))
+    b = backend(model_dir, max_batch_rows=7, **kw)
+    together = as_tuples(b.generate(task, problems, reqs))
+    assert a == together
+    # two "device shards" each holding half of the requests, in another order
+    half = len(reqs) // 2
+    split = as_tuples(b.generate(task, problems, reqs[half:])) + as_tuples(b.generate(task, problems, reqs[:half]))
+    assert split[len(reqs) - half:] + split[:len(reqs) - half] == together
+    # samples of one prompt differ from each other; another seed changes them
+    assert len({together[0], together[1], together[2]}) > 1
+    other = as_tuples(backend(model_dir, max_batch_rows=7, **dict(kw, seed=4)).generate(task, problems, reqs))
+    assert other != together
+
+
+def test_top_k_and_low_temperature_behave(model_dir, problems):
+    task = make_task(problems)
+    greedy = as_tuples(backend(model_dir, do_sample=False, max_new_tokens=16).generate(
+        task, problems, requests_for(problems, 1, ())))
+    top1 = as_tuples(backend(model_dir, do_sample=True, top_k=1, top_p=1.0, temperature=1.0,
+                             max_new_tokens=16).generate(task, problems, requests_for(problems, 1, ())))
+    assert top1 == greedy
+
+
+def test_fingerprint_tracks_weights(tmp_path, model_dir):
+    import shutil
+
+    copy = tmp_path / "m"
+    shutil.copytree(model_dir, copy)
+    before = model_fingerprint(str(copy))
+    assert before == model_fingerprint(str(copy))
+    weights = next(p for p in copy.iterdir() if p.suffix == ".safetensors")
+    weights.write_bytes(weights.read_bytes() + b"")
+    os.utime(weights, ns=(1, 1))
+    assert model_fingerprint(str(copy)) != before
+    assert model_fingerprint("bigcode/starcoder", "v1") == "hub:bigcode/starcoder@v1"
+
+
+def test_default_install_works_without_vllm():
+    code = (
+        "import sys\n"
+        "import codeeval.generation as g\n"
+        "from codeeval.generation import transformers_backend, openai_backend, chat, fim\n"
+        "assert 'vllm' not in sys.modules\n"
+        "try:\n"
+        "    import vllm  # noqa\n"
+        "    have = True\n"
+        "except ImportError:\n"
+        "    have = False\n"
+        "if not have:\n"
+        "    try:\n"
+        "        g.open_backend(g.BackendSpec('vllm', 'x'))\n"
+        "    except ImportError as e:\n"
+        "        assert \"codeeval[vllm]\" in str(e), e\n"
+        "    else:\n"
+        "        raise SystemExit('expected ImportError')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert backend_class("transformers") is TransformersBackend
