@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub)
     sub.add_parser("tasks", help="list the registered tasks")
+    board = sub.add_parser("leaderboard", help="a table of results.json files or run directories")
+    board.add_argument("results", nargs="+")
     return parser
 
 
@@ -151,6 +153,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             for name in task_names():
                 print(f"{name:<24} {get_task(name).description if name in TASKS else ''}")
+            return 0
+        if args.command == "leaderboard":
+            from codeeval.leaderboard import load_results, table
+
+            print(table(load_results(args.results)))
             return 0
         results = run(config_from_args(args))
     except UsageError as exc:
