@@ -49,12 +49,21 @@ def reliability_guard() -> None:
         sys.modules[mod] = None
 
 
-def execute(code: str, guard: bool, marker_fd: int, nonce: str) -> None:
-    """Execute `code`; never returns. Exit status 0 + marker means it ran to its end."""
+def compile_program(code: str):
+    """Compile a program as a fresh interpreter would: no __future__ flags inherited from here."""
+    return compile(code, "<program>", "exec", dont_inherit=True)
+
+
+def execute(code: str, guard: bool, marker_fd: int, nonce: str, compiled=None) -> None:
+    """Execute `code`; never returns. Exit status 0 + marker means it ran to its end.
+
+    `compiled`, if given, is `compile_program(code)` done beforehand (the Docker sandbox's
+    server compiles in the parent, sparing every forked child that work)."""
     write = os.write  # keep references: the guard and the program may replace module attributes
     exit_now = os._exit
     try:
-        compiled = compile(code, "<program>", "exec")
+        if compiled is None:
+            compiled = compile_program(code)
         if guard:
             reliability_guard()
         exec(compiled, {})  # noqa: S102 - this is the point of the sandbox

@@ -32,8 +32,13 @@ if docker info >/dev/null 2>&1; then
     exit 0
 fi
 
+dockerd_running() {
+    { [ -f /var/run/docker.pid ] && kill -0 "$(cat /var/run/docker.pid 2>/dev/null)" 2>/dev/null; } \
+        || { command -v pgrep >/dev/null 2>&1 && pgrep -x dockerd >/dev/null 2>&1; }
+}
+
 # The engine is installed but not answering.
-if pgrep -x dockerd >/dev/null 2>&1; then
+if dockerd_running; then
     say "dockerd is running but not answering yet; waiting ..."
 else
     is_root || die "dockerd is not running and I am not root: start it (sudo dockerd &, or sudo service docker start), or add yourself to the docker group."

@@ -17,7 +17,8 @@ def run_cli(capsys, *args) -> str:
 @pytest.fixture(scope="module")
 def humaneval_run(prefect_api, data_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "he"
-    args = ["--model", "reference", "--tasks", "humaneval", "--allow_code_execution", "--executor", "local",
+    # the default executor: the Docker sandbox
+    args = ["--model", "reference", "--tasks", "humaneval", "--allow_code_execution",
             "--data-dir", str(data_dir), "--output-dir", str(out)]
     return out, args
 
@@ -41,6 +42,7 @@ def test_reference_humaneval_scores_164_of_164_and_writes_every_artifact(humanev
     assert {"task_id", "sample", "status", "passed", "exit_code", "duration_s", "stdout_tail",
             "stderr_tail"} <= set(execs[0].column_names)
     assert json.loads((out / "humaneval" / "metrics.json").read_text())["passed"] == 164
+    assert json.loads((out / "run.json").read_text())["config"]["executor"] == "docker"
 
 
 def test_second_run_reuses_every_shard_and_writes_identical_metrics(humaneval_run, capsys):

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Build the execution images offline (no image registry is reachable here). Idempotent:
+# a no-op when the images tagged with the current recipe's hash exist.
+#
+#   codeeval-base:<hash>    Debian bookworm minbase + python3, made by debootstrap and
+#                           `docker import` (recipe: containers/base/rootfs.sh)
+#   codeeval-packages:<hash>  the base + the wheels of containers/python/requirements.txt,
+#                           downloaded on the host (recipe: containers/python/stage.sh)
+#   codeeval-python:<hash>  the packages + the sandbox server, non-root user
+#                           (recipe: this file, executors/runner.py, executors/docker_server.py)
+#
+# The tags come from executors/images.py, which the Docker sandbox uses to find the image.
+# Env: DEBIAN_MIRROR (debootstrap mirror), CODEEVAL_BUILD_DIR (scratch, default .cache/images),
+#      CODEEVAL_WHEELS (wheel cache, default .cache/wheels), PYTHON (host python for pip and tags).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$(pwd)
+
+say() { echo "containers/build.sh: $*" >&2; }
+die() { say "ERROR: $*"; exit 1; }
+
+if [ -z "${PYTHON:-}" ]; then
+    if [ -x "$root/.venv/bin/python" ]; then PYTHON=$root/.venv/bin/python; else PYTHON=python3; fi
+fi
+command -v docker >/dev/null 2>&1 || die "docker not found: run 'make engine' (scripts/ensure-docker.sh) first."
+docker info >/dev/null 2>&1 || die "the Docker engine does not answer: run 'make engine' (scripts/ensure-docker.sh) first."
+
+base=$("$PYTHON" executors/images.py base)
+packages=$("$PYTHON" executors/images.py packages)
+image=$("$PYTHON" executors/images.py python)
+exists() { docker image inspect "$1" >/dev/null 2>&1; }
+
+if exists "$image"; then
+    say "$image is up to date."
+    exit 0
+fi
+
+build=${CODEEVAL_BUILD_DIR:-$root/.cache/images}
+wheels=${CODEEVAL_WHEELS:-$root/.cache/wheels}
+mkdir -p "$build" "$wheels"
+started=$(date +%s)
+
+# ---- base image ---------------------------------------------------------------------
+if exists "$base"; then
+    say "$base exists."
+else
+    [ "$(id -u)" = 0 ] || die "building $base needs root (debootstrap); run 'sudo make images'."
+    if ! command -v debootstrap >/dev/null 2>&1; then
+        say "installing Debian's debootstrap (apt-get update && apt-get install debootstrap) ..."
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || die "apt-get update failed"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null \
+            || die "apt-get install debootstrap failed"
+    fi
+    rootfs=$build/rootfs
+    rm -rf "$rootfs"
+    say "debootstrap bookworm (minbase + python3) into $rootfs (about a minute) ..."
+    bash containers/base/rootfs.sh "$rootfs" >"$build/debootstrap.log" 2>&1 \
+        || { tail -n 20 "$build/debootstrap.log" >&2; die "debootstrap failed (log: $build/debootstrap.log)"; }
+    say "docker import -> $base"
+    tar -C "$rootfs" -c . | docker import \
+        --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+        --change 'ENV LANG=C.UTF-8' \
+        --change "LABEL codeeval.recipe=$base" \
+        --change 'CMD ["python3"]' - "$base" >/dev/null
+    rm -rf "$rootfs"
+fi
+
+# ---- packages image ------------------------------------------------------------------
+tmp=codeeval-build-$$
+trap 'docker rm -f "$tmp" >/dev/null 2>&1 || true' EXIT
+if exists "$packages"; then
+    say "$packages exists."
+else
+    stage=$build/stage
+    rm -rf "$stage"
+    mkdir -p "$stage"
+    say "downloading and staging wheels ($(grep -c '==' containers/python/requirements.txt) packages) ..."
+    bash containers/python/stage.sh "$stage" "$wheels" "$PYTHON" -m pip 2> >(grep -v 'is ignored: it is neither' >&2) \
+        || die "staging the Python packages failed (is the package registry reachable? wheel cache: $wheels)"
+    # Byte-compile with the image's own interpreter: the sandbox's root file system is read-only.
+    docker create --name "$tmp" --network none "$base" \
+        python3 -m compileall -q -j 0 /usr/local/lib/python3.11/dist-packages >/dev/null
+    docker cp "$stage/." "$tmp:/"
+    docker start -a "$tmp" >/dev/null || die "byte-compiling in the image failed"
+    say "docker commit -> $packages"
+    docker commit --change "LABEL codeeval.recipe=$packages" "$tmp" "$packages" >/dev/null
+    docker rm -f "$tmp" >/dev/null
+    rm -rf "$stage"
+fi
+
+# ---- python image (the sandbox server) ----------------------------------------------
+stage=$build/server
+rm -rf "$stage"
+mkdir -p "$stage/opt/codeeval"
+cp executors/runner.py executors/docker_server.py "$stage/opt/codeeval/"
+docker create --name "$tmp" --network none "$packages" \
+    python3 -m compileall -q /opt/codeeval >/dev/null
+docker cp "$stage/." "$tmp:/"
+docker start -a "$tmp" >/dev/null || die "byte-compiling the server failed"
+say "docker commit -> $image"
+docker commit \
+    --change 'USER 10000:10000' \
+    --change 'WORKDIR /tmp' \
+    --change 'ENV PYTHONDONTWRITEBYTECODE=1' \
+    --change "LABEL codeeval.recipe=$image" \
+    --change 'CMD ["python3", "-I", "/opt/codeeval/docker_server.py"]' \
+    "$tmp" "$image" >/dev/null
+docker rm -f "$tmp" >/dev/null
+rm -rf "$stage"
+docker run --rm --network none --read-only --tmpfs /tmp "$image" \
+    python3 -c 'import numpy, pandas, scipy, sklearn, matplotlib, sympy; import sys; sys.path.insert(0, "/opt/codeeval"); import docker_server' \
+    || die "the new image cannot import its packages or its server"
+say "built $image in $(( $(date +%s) - started ))s."

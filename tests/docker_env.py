@@ -1,0 +1,102 @@
+"""Shared set-up of the Docker tests: the engine and the execution image, for real.
+
+No skipping for want of Docker: the engine is installed/started by
+scripts/ensure-docker.sh and the image built by containers/build.sh (both idempotent,
+both fast when there is nothing to do); a failure there fails the tests.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+LABEL = "codeeval.sandbox"
+
+
+def ensure_images() -> str:
+    for script in ("scripts/ensure-docker.sh", "containers/build.sh"):
+        done = subprocess.run(["bash", script], cwd=REPO, capture_output=True, text=True)
+        assert done.returncode == 0, f"{script} failed:\n{done.stdout}\n{done.stderr}"
+    from codeeval.executors import images
+
+    return images.python_image()
+
+
+def humaneval_programs(n: int | None = None):
+    from codeeval.executors.base import Program
+
+    with gzip.open(DATA / "humaneval" / "HumanEval.jsonl.gz", "rt") as fh:
+        problems = [json.loads(line) for line in fh]
+    return [
+        Program(p["task_id"], p["prompt"] + p["canonical_solution"] + "\n" + p["test"] + "\n"
+                + f"check({p['entry_point']})", timeout_s=3.0, guard=True)
+        for p in problems[:n]
+    ]
+
+
+def our_containers(owner: str | None = None, sandbox_id: str | None = None) -> list[str]:
+    """Names of sandbox containers (of one owner process or one sandbox, if given), running or not."""
+    args = ["docker", "ps", "-a", "--filter", f"label={LABEL}" + (f"={sandbox_id}" if sandbox_id else "")]
+    if owner:
+        args += ["--filter", f"label=codeeval.owner={owner}"]
+    out = subprocess.run([*args, "--format", "{{.Names}}"], capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def sandbox_uid_processes() -> list[str]:
+    """Host processes running as a sandbox uid (10000-10127): there must be none after a run."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("Uid:") and 10000 <= int(line.split()[1]) < 10128:
+                found.append(pid)
+    return found
+
+
+def docker_clients_of(pid: int) -> list[int]:
+    """`docker run` client processes that are children of `pid`."""
+    kids = []
+    for child in os.listdir("/proc"):
+        if not child.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{child}/stat").read_text()
+            cmd = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid and cmd and cmd[0].endswith(b"docker"):
+            kids.append(int(child))
+    return kids
+
+
+def container_ids(names: list[str]) -> list[str]:
+    if not names:
+        return []
+    out = subprocess.run(["docker", "inspect", "--format", "{{.Id}}", *names], capture_output=True, text=True)
+    return out.stdout.split()
+
+
+def processes_in(ids: list[str]) -> list[str]:
+    """Host pids whose cgroup belongs to one of the given container ids."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cgroup = Path(f"/proc/{pid}/cgroup").read_text()
+        except OSError:
+            continue
+        if any(cid in cgroup for cid in ids):
+            found.append(pid)
+    return found
