@@ -90,9 +90,8 @@ def test_stop_words_are_per_row_and_never_cut_the_prompt(model_dir, problems):
     for p, o in zip(problems, outs):
         assert not o.raw.startswith(p.prompt)  # continuation only
         if o.finish_reason == "stop":
-            assert "\n" in o.raw
-            # the row stopped at the first token holding the stop: nothing decoded after it
-            assert o.raw.rstrip("\n ").count("\n") == 0 or o.raw.index("\n") >= len(o.raw) - len(o.raw.lstrip("\n"))
+            # the row stopped at the token completing the stop: nothing decoded after it
+            assert "\n" in o.raw and o.n_tokens < 40
         program = task.postprocess(p, o.raw, ())
         assert program.startswith(p.prompt)  # stop words inside the prompt are never cut
     # a row that stops leaves the batch; the others still run to their own end
@@ -184,3 +183,54 @@ def test_default_install_works_without_vllm():
     )
     subprocess.run([sys.executable, "-c", code], check=True)
     assert backend_class("transformers") is TransformersBackend
+
+
+def test_vllm_backend_against_a_stub_engine(monkeypatch, model_dir, problems):
+    """vllm is not installed here: a stub module checks how requests map onto vLLM's API."""
+    import types
+
+    from transformers import AutoTokenizer
+
+    calls = {}
+
+    class SamplingParams:
+        def __init__(self, **kw):
+            self.kw = kw
+
+    class LLM:
+        def __init__(self, **kw):
+            calls["init"] = kw
+            self.tok = AutoTokenizer.from_pretrained(model_dir)
+
+        def get_tokenizer(self):
+            return self.tok
+
+        def generate(self, prompts, params, use_tqdm=False):
+            calls["generate"] = (prompts, params)
+            out = types.SimpleNamespace(text="    return 1\ndef", token_ids=[1, 2, 3], finish_reason="stop",
+                                        stop_reason="\ndef")
+            return [types.SimpleNamespace(outputs=[out]) for _ in prompts]
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
+    from codeeval.generation.vllm_backend import VLLMBackend
+
+    args = GenerationArgs(do_sample=False, max_length_generation=40, precision="bf16")
+    b = VLLMBackend(BackendSpec("vllm", model_dir, args, options=(("tensor_parallel_size", "2"),)))
+    assert calls["init"]["dtype"] == "bfloat16" and calls["init"]["tensor_parallel_size"] == 2
+    task = make_task(problems)
+    reqs = requests_for(problems, 2, STOPS)
+    outs = b.generate(task, problems, reqs)
+    prompts, params = calls["generate"]
+    lengths = [len(b.tokenizer(p)["input_ids"]) for p in PROMPTS]
+    fits = [n < 40 for n in lengths]
+    assert 0 < sum(fits) < len(PROMPTS)
+    assert len(prompts) == sum(fits)  # greedy copies sent once; too-long prompts not at all
+    first = params[0].kw
+    assert first["max_tokens"] == 40 - lengths[fits.index(True)] and first["temperature"] == 0.0
+    assert first["stop"] == list(STOPS) and first["include_stop_str_in_output"]
+    for i, ok in enumerate(fits):
+        out = outs[2 * i]
+        if ok:
+            assert out.raw == "    return 1\ndef" and out.finish_reason == "stop" and out.n_tokens == 3
+        else:
+            assert out.finish_reason == "prompt_too_long" and out.raw == ""
