@@ -50,6 +50,16 @@ def _run_parser(sub) -> argparse.ArgumentParser:
     g.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"])
     g.add_argument("--trust_remote_code", action="store_true")
     g.add_argument("--revision", default=None)
+    g.add_argument("--instruction_tokens", default=None,
+                   help="'user,end,assistant' tokens wrapping the prompt (bigcode's flag)")
+    g.add_argument("--apply_chat_template", action="store_true", help="use the tokenizer's chat template")
+    g.add_argument("--device_map", default=None, help="e.g. auto: one model across several devices")
+    g.add_argument("--max_batch_rows", type=int, default=0, help="rows per forward pass (0 = auto)")
+    g.add_argument("--fim_format", default=None, help="FIM token family (starcoder, santacoder, codellama, ...)")
+    g.add_argument("--base_url", default=None, help="openai backend: server URL (or OPENAI_BASE_URL)")
+    g.add_argument("--api_key", default=None, help="openai backend: key (better: OPENAI_API_KEY)")
+    g.add_argument("--backend_option", action="append", default=[], metavar="KEY=VALUE",
+                   help="backend-specific setting, repeatable (docs/generation.md)")
     e = p.add_argument_group("evaluation")
     e.add_argument("--limit", type=int, default=None, help="first N problems of each task")
     e.add_argument("--limit_start", type=int, default=0)
@@ -79,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub)
     sub.add_parser("tasks", help="list the registered tasks")
+    sub.add_parser("demo-model", add_help=False,
+                   help="build (once) the small demo model and print its path (--help for its flags)")
     board = sub.add_parser("leaderboard", help="a table of results.json files or run directories")
     board.add_argument("results", nargs="+")
     return parser
@@ -96,10 +108,21 @@ def config_from_args(args: argparse.Namespace):
         n_samples=args.n_samples, batch_size=args.batch_size, max_length_generation=args.max_length_generation,
         max_new_tokens=args.max_new_tokens, seed=args.seed, prefix=args.prefix, precision=args.precision,
         trust_remote_code=args.trust_remote_code, revision=args.revision,
+        instruction_tokens=args.instruction_tokens, apply_chat_template=args.apply_chat_template,
+        device_map=args.device_map, max_batch_rows=args.max_batch_rows, fim_format=args.fim_format,
     )
+    options = {}
+    for item in args.backend_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--backend_option expects KEY=VALUE, got {item!r}")
+        options[key.strip()] = value
+    for key in ("base_url", "api_key"):
+        if getattr(args, key):
+            options[key] = getattr(args, key)
     return RunConfig(
         model=model, tasks=[t.strip() for t in args.tasks.split(",") if t.strip()], generation=generation,
-        backend=args.backend, limit=args.limit, limit_start=args.limit_start, k=args.k,
+        backend=args.backend, backend_options=options, limit=args.limit, limit_start=args.limit_start, k=args.k,
         allow_code_execution=args.allow_code_execution, generation_only=args.generation_only,
         load_generations_path=args.load_generations_path, save_generations=args.save_generations,
         save_generations_path=args.save_generations_path, metric_output_path=args.metric_output_path,
@@ -115,9 +138,15 @@ def prefect_environment() -> None:
     os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
-def run(config) -> dict:
+def run(config) -> Optional[dict]:
+    from codeeval.generation.devices import launcher_rank
     from codeeval.plan import check, plan_task
 
+    rank, world, _ = launcher_rank()
+    if world > 1 and rank != 0:  # under `accelerate launch`: rank 0's flow uses every visible device
+        print(f"codeeval: rank {rank}/{world}: generation is sharded over every GPU by rank 0's flow",
+              file=sys.stderr)
+        return None
     check(config)
     for name in config.tasks:  # loads data and validates k and generations files before Prefect starts
         plan_task(config, name)
@@ -146,6 +175,11 @@ def format_results(results: dict) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["demo-model"]:
+        from codeeval.generation import demo_model
+
+        return demo_model.main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         if args.command == "tasks":
@@ -166,7 +200,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print("codeeval: interrupted; finished shards are kept and reused by the next run", file=sys.stderr)
         return 130
-    print(format_results(results))
+    if results is not None:
+        print(format_results(results))
     return 0
 
 

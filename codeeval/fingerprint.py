@@ -6,7 +6,7 @@ import functools
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 
 def digest(*parts: Any) -> str:
@@ -30,18 +30,22 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def model_fingerprint(model: str, revision: str | None = None) -> str:
-    """A hub id is its name and revision; a local directory is its files' names, sizes and
-    mtimes (weights are too large to hash on every run) plus the config's content."""
-    path = Path(model)
+def model_fingerprint(model: str, revision: Optional[str] = None) -> str:
+    """Hub id + revision, or for a local directory its small files' content and the other
+    files' sizes and mtimes (weights are too large to hash on every run; rewriting them
+    changes the mtime)."""
+    path = Path(model).expanduser()
     if not path.is_dir():
-        return digest("hub", model, revision)
-    entries = sorted(
-        (p.relative_to(path).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
-        for p in path.rglob("*") if p.is_file()
-    )
-    config = path / "config.json"
-    return digest("dir", entries, config.read_text() if config.is_file() else "")
+        return f"hub:{model}@{revision or 'main'}"
+    h = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        name = f.relative_to(path).as_posix().encode()
+        if f.suffix in (".json", ".txt", ".model", ".py", ".jinja"):
+            h.update(name + b"\0" + f.read_bytes() + b"\0")
+        else:
+            st = f.stat()
+            h.update(name + f"\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    return f"dir:{path.resolve()}@{h.hexdigest()[:16]}"
 
 
 @functools.lru_cache(maxsize=1)

@@ -11,9 +11,16 @@ from codeeval import __version__, artifacts
 from codeeval.config import RunConfig
 
 
+def recorded_config(config: RunConfig) -> dict:
+    """The config as written to disk: secrets (an API key passed as a flag) masked."""
+    data = config.to_dict()
+    data["backend_options"] = {k: ("***" if "key" in k.lower() else v) for k, v in data["backend_options"].items()}
+    return data
+
+
 def bigcode_config(config: RunConfig) -> dict:
     """bigcode's `config` block is its flat argument namespace; ours is the same shape."""
-    flat = {k: v for k, v in config.to_dict().items() if k != "generation"}
+    flat = {k: v for k, v in recorded_config(config).items() if k != "generation"}
     flat.update(dataclasses.asdict(config.generation))
     flat["tasks"] = ",".join(config.tasks)
     flat["backend"] = config.backend_kind
@@ -29,7 +36,7 @@ def run_document(config: RunConfig, plans: dict, version: str) -> dict:
         "code_version": version,
         "codeeval_version": __version__,
         "data_fingerprints": {name: plan["fingerprint"] for name, plan in plans.items()},
-        "config": config.to_dict(),
+        "config": recorded_config(config),
     }
 
 

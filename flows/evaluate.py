@@ -1,8 +1,9 @@
 """The `evaluate` flow: load -> shard -> generate -> execute -> score -> publish.
 
-Generation shards run one after another (one model, one device) and execution shards
-one after another (one sandbox pool); the two chains overlap, so shard i executes while
-shard i+1 generates. Every shard is a named task run whose cache key hashes its inputs
+Generation shards are dealt round-robin over the visible devices (one model per device,
+no `accelerate launch` needed) and run one after another on each; execution shards run
+one after another (one sandbox pool). The chains overlap: shard i executes while shard
+i+1 generates. Every shard is a named task run whose cache key hashes its inputs
 (problems, model, generation args, code version): a re-run skips finished shards.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from codeeval import artifacts
 from codeeval.config import RunConfig
 from codeeval.executors import Limits, SandboxSpec
 from codeeval.fingerprint import code_version, digest
-from codeeval.generation import backend_class
+from codeeval.generation import backend_class, devices
 from codeeval.plan import backend_spec, check
 from codeeval.publish import publish
 from codeeval.tasks.shards import execute_shard, generate_shard, load_problems, score_task
@@ -30,13 +31,14 @@ def _cached(future) -> bool:
     return future.state.name == "Cached"
 
 
-@flow(name="evaluate", task_runner=ThreadPoolTaskRunner(max_workers=4))
+@flow(name="evaluate", task_runner=ThreadPoolTaskRunner(max_workers=16))  # chains bound the real concurrency
 def evaluate(config: RunConfig) -> dict:
     log = get_run_logger()
     check(config)
     layout = artifacts.RunLayout(config.run_dir.resolve())
     version = code_version()
     backend = backend_spec(config)
+    device_specs = devices.plan(backend)  # one spec per visible device (data parallel), or [backend]
     sandbox = SandboxSpec(config.executor, config.n_workers, Limits(memory_mb=config.memory_mb))
 
     loads = {
@@ -44,7 +46,8 @@ def evaluate(config: RunConfig) -> dict:
         for name in config.tasks
     }
     plans, gens, execs, scores = {}, {}, {}, {}
-    last_gen = last_exec = None
+    last_gen: list = [None] * len(device_specs)  # one chain of generation shards per device
+    last_exec = None
     for name in config.tasks:
         plans[name] = plan = loads[name].result()
         problems_path = plan["path"]
@@ -54,18 +57,21 @@ def evaluate(config: RunConfig) -> dict:
         for i, (start, stop) in enumerate(plan["shards"]):
             shard_rows = [(r["task_id"], r["prompt"], r["record"], r["n_samples"]) for r in rows[start:stop]]
             gen_path = layout.generations(name, i)
+            # the key leaves the device out: outputs do not depend on which device made them
             gen_key = digest("generate", version, name, shard_rows, backend, inputs, str(gen_path))
-            last_gen = generate_shard.with_options(
+            d = i % len(device_specs)
+            gen = last_gen[d] = generate_shard.with_options(
                 task_run_name=f"generate-{name}-shard-{i:03d}", refresh_cache=not gen_path.exists(),
-            ).submit(name, problems_path, start, stop, backend, str(gen_path), gen_key, wait_for=_after(last_gen))
-            gens[name].append(last_gen)
+            ).submit(name, problems_path, start, stop, device_specs[d], str(gen_path), gen_key,
+                     wait_for=_after(last_gen[d]))
+            gens[name].append(gen)
             if config.generation_only:
                 continue
             exec_path = layout.executions(name, i)
             exec_key = digest("execute", version, name, sandbox.name, sandbox.limits, str(exec_path))
             last_exec = execute_shard.with_options(
                 task_run_name=f"execute-{name}-shard-{i:03d}", refresh_cache=not exec_path.exists(),
-            ).submit(name, problems_path, last_gen, sandbox, str(exec_path), exec_key, wait_for=_after(last_exec))
+            ).submit(name, problems_path, gen, sandbox, str(exec_path), exec_key, wait_for=_after(last_exec))
             execs[name].append(last_exec)
         if not config.generation_only:
             scores[name] = score_task.with_options(task_run_name=f"score-{name}").submit(

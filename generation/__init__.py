@@ -36,14 +36,18 @@ def backend_class(kind: str) -> type[Backend]:
 
 
 _lock = threading.Lock()
-_open: dict[BackendSpec, Backend] = {}
+_open: dict[Optional[str], tuple[BackendSpec, Backend]] = {}  # device -> the model loaded there
 
 
 def open_backend(spec: BackendSpec) -> Backend:
-    """Build the backend once per process and spec: a loaded model is a resource, not state
-    (outputs stay a pure function of the inputs), and shards of one run share it."""
+    """Build the backend once per process, spec and device: a loaded model is a resource, not
+    state (outputs stay a pure function of the inputs), and the shards of a run share it.
+    One model is kept per device; a different spec on that device replaces it."""
     with _lock:
-        if spec not in _open:
-            _open.clear()  # keep at most one model in memory
-            _open[spec] = backend_class(spec.kind)(spec)
-        return _open[spec]
+        held = _open.get(spec.device)
+        if held is None or held[0] != spec:
+            _open.pop(spec.device, None)
+            if held is not None:
+                held[1].close()
+            _open[spec.device] = (spec, backend_class(spec.kind)(spec))
+        return _open[spec.device][1]

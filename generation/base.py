@@ -39,6 +39,13 @@ class GenerationArgs:
     fim_format: Optional[str] = None  # FIM token family (starcoder, santacoder, codellama, ...)
 
 
+def token_budget(args: GenerationArgs, n_prompt: int, context: Optional[int]) -> int:
+    """New tokens a row may generate: --max_new_tokens, else bigcode's --max_length_generation
+    minus the row's own prompt, capped by the model's context; <= 0 means no room."""
+    budget = args.max_new_tokens if args.max_new_tokens is not None else args.max_length_generation - n_prompt
+    return min(budget, context - n_prompt) if context else budget
+
+
 @dataclass(frozen=True)
 class GenRequest:
     task_id: str

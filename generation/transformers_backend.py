@@ -24,7 +24,6 @@ of stop, eos, length, prompt_too_long.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -36,8 +35,9 @@ import torch
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.generation import chat, fim
-from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress
+from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress, token_budget
 from codeeval.generation.seeds import sample_seed, uniform
+from codeeval.fingerprint import model_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -52,24 +52,6 @@ def default_device(spec_device: Optional[str]) -> torch.device:
     if torch.cuda.is_available():
         return torch.device(f"cuda:{int(rank)}" if rank is not None else "cuda")
     return torch.device("cpu")
-
-
-def model_fingerprint(model: str, revision: Optional[str] = None) -> str:
-    """Hub id + revision, or for a local directory its config and weight files' sizes and
-    mtimes (cheap, and changes whenever the weights are rewritten)."""
-    path = Path(model).expanduser()
-    if path.is_dir():
-        h = hashlib.sha256()
-        for f in sorted(path.iterdir()):
-            if not f.is_file():
-                continue
-            if f.suffix in (".json", ".txt", ".model", ".py", ".jinja"):
-                h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
-            else:
-                st = f.stat()
-                h.update(f"{f.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-        return f"dir:{path.resolve()}@{h.hexdigest()[:16]}"
-    return f"hub:{model}@{revision or 'main'}"
 
 
 @dataclass
@@ -149,11 +131,7 @@ class TransformersBackend(Backend):
         return chat.render(req.prompt, self.args, task, problem, self.tokenizer), None
 
     def _budget(self, n_prompt: int) -> int:
-        a = self.args
-        budget = a.max_new_tokens if a.max_new_tokens is not None else a.max_length_generation - n_prompt
-        if self.context:
-            budget = min(budget, self.context - n_prompt)
-        return budget
+        return token_budget(self.args, n_prompt, self.context)
 
     def _rows_per_batch(self, max_len: int) -> int:
         if self.args.max_batch_rows:

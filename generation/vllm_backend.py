@@ -16,9 +16,9 @@ from typing import Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.generation import chat, fim
-from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress
+from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress, token_budget
 from codeeval.generation.seeds import sample_seed
-from codeeval.generation.transformers_backend import model_fingerprint
+from codeeval.fingerprint import model_fingerprint
 
 VLLM_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
@@ -71,11 +71,7 @@ class VLLMBackend(Backend):
         return getattr(self.tokenizer, "eos_token", None) or None
 
     def _budget(self, n_prompt: int) -> int:
-        a = self.args
-        budget = a.max_new_tokens if a.max_new_tokens is not None else a.max_length_generation - n_prompt
-        if self.context:
-            budget = min(budget, self.context - n_prompt)
-        return budget
+        return token_budget(self.args, n_prompt, self.context)
 
     def _params(self, req: GenRequest, budget: int, stops):
         a = self.args

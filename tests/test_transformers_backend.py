@@ -10,7 +10,8 @@ import pytest
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, backend_class
 from codeeval.generation import demo_model
-from codeeval.generation.transformers_backend import TransformersBackend, model_fingerprint
+from codeeval.fingerprint import model_fingerprint
+from codeeval.generation.transformers_backend import TransformersBackend
 
 STOPS = ("\ndef", "\nclass", "\nif", "\nprint", "\n#")
 PROMPTS = [
