@@ -47,35 +47,33 @@ def our_containers(owner: str | None = None, sandbox_id: str | None = None) -> l
     return out.stdout.split()
 
 
+def _proc(name: str):
+    """(pid, text of /proc/<pid>/<name>) for every process still alive while it is read."""
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                yield pid, Path(f"/proc/{pid}/{name}").read_text(errors="replace")
+            except OSError:
+                continue
+
+
 def sandbox_uid_processes() -> list[str]:
     """Host processes running as a sandbox uid (10000-10127): there must be none after a run."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            continue
-        for line in status.splitlines():
-            if line.startswith("Uid:") and 10000 <= int(line.split()[1]) < 10128:
-                found.append(pid)
-    return found
+    return [pid for pid, status in _proc("status") for line in status.splitlines()
+            if line.startswith("Uid:") and 10000 <= int(line.split()[1]) < 10128]
 
 
 def docker_clients_of(pid: int) -> list[int]:
     """`docker run` client processes that are children of `pid`."""
     kids = []
-    for child in os.listdir("/proc"):
-        if not child.isdigit():
+    for child, stat in _proc("stat"):
+        if int(stat.rsplit(")", 1)[1].split()[1]) != pid:
             continue
         try:
-            stat = Path(f"/proc/{child}/stat").read_text()
             cmd = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pid and cmd and cmd[0].endswith(b"docker"):
+        if cmd and cmd[0].endswith(b"docker"):
             kids.append(int(child))
     return kids
 
@@ -89,14 +87,4 @@ def container_ids(names: list[str]) -> list[str]:
 
 def processes_in(ids: list[str]) -> list[str]:
     """Host pids whose cgroup belongs to one of the given container ids."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cgroup = Path(f"/proc/{pid}/cgroup").read_text()
-        except OSError:
-            continue
-        if any(cid in cgroup for cid in ids):
-            found.append(pid)
-    return found
+    return [pid for pid, cgroup in _proc("cgroup") if any(cid in cgroup for cid in ids)]
