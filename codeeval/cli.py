@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from codeeval.errors import UsageError
+from codeeval.errors import RunFailed, UsageError
 
 
 def _bool(text: str) -> bool:
@@ -197,6 +197,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except UsageError as exc:
         print(f"codeeval: error: {exc}", file=sys.stderr)
         return 2
+    except RunFailed as exc:
+        print(f"codeeval: run failed: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("codeeval: interrupted; finished shards are kept and reused by the next run", file=sys.stderr)
         return 130

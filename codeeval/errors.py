@@ -3,3 +3,7 @@
 
 class UsageError(Exception):
     """Bad input from the user: unknown task, malformed file, k > n, missing data dir..."""
+
+
+class RunFailed(Exception):
+    """Some task runs failed; Prefect logged why, and a re-run retries only those."""

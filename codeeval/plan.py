@@ -14,6 +14,7 @@ from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec
 from codeeval.config import BACKENDS, EXECUTORS, RunConfig
 from codeeval.errors import UsageError
 from codeeval.generation import BackendSpec, backend_class
+from codeeval.metrics import resolve_ks
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,6 @@ def plan_task(config: RunConfig, name: str) -> TaskPlan:
     if config.generation_only:
         ks, left_out = [], []
     else:
-        from codeeval.metrics import resolve_ks
-
         ks, left_out = resolve_ks(name, n_min, config.k, spec.default_ks)
     size = config.shard_size
     shards = [(i, min(i + size, len(problems))) for i in range(0, len(problems), size)]

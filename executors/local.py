@@ -124,7 +124,8 @@ def _read_all(fd: int) -> bytes:
 
 def _why(code: int | None, finished: bool) -> str:
     if code is not None and code < 0:
-        return f"killed by signal {-code} ({signal.Signals(-code).name})"
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else "?"
+        return f"killed by signal {-code} ({name})"
     if code == 0 and not finished:
         return "exited 0 before the tests finished (no completion marker)"
     return f"exit code {code}"

@@ -14,7 +14,9 @@ from prefect import allow_failure, flow, get_run_logger
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from codeeval import artifacts
+from codeeval.benchmarks.registry import get_task
 from codeeval.config import RunConfig
+from codeeval.errors import RunFailed
 from codeeval.executors import Limits, SandboxSpec
 from codeeval.fingerprint import code_version, digest
 from codeeval.generation import backend_class, devices
@@ -46,13 +48,14 @@ def evaluate(config: RunConfig) -> dict:
         for name in config.tasks
     }
     plans, gens, execs, scores = {}, {}, {}, {}
+    runs: dict = {}  # task run name -> future, every shard and score
     last_gen: list = [None] * len(device_specs)  # one chain of generation shards per device
     last_exec = None
     for name in config.tasks:
         plans[name] = plan = loads[name].result()
         problems_path = plan["path"]
         rows = artifacts.read_rows(Path(problems_path))
-        inputs = backend_class(backend.kind).input_fingerprint(backend, _spec(name))
+        inputs = backend_class(backend.kind).input_fingerprint(backend, get_task(name))
         gens[name], execs[name] = [], []
         for i, (start, stop) in enumerate(plan["shards"]):
             shard_rows = [(r["task_id"], r["prompt"], r["record"], r["n_samples"]) for r in rows[start:stop]]
@@ -60,8 +63,9 @@ def evaluate(config: RunConfig) -> dict:
             # the key leaves the device out: outputs do not depend on which device made them
             gen_key = digest("generate", version, name, shard_rows, backend, inputs, str(gen_path))
             d = i % len(device_specs)
-            gen = last_gen[d] = generate_shard.with_options(
-                task_run_name=f"generate-{name}-shard-{i:03d}", refresh_cache=not gen_path.exists(),
+            run_name = f"generate-{name}-shard-{i:03d}"
+            gen = runs[run_name] = last_gen[d] = generate_shard.with_options(
+                task_run_name=run_name, refresh_cache=not gen_path.exists(),
             ).submit(name, problems_path, start, stop, device_specs[d], str(gen_path), gen_key,
                      wait_for=_after(last_gen[d]))
             gens[name].append(gen)
@@ -69,21 +73,20 @@ def evaluate(config: RunConfig) -> dict:
                 continue
             exec_path = layout.executions(name, i)
             exec_key = digest("execute", version, name, sandbox.name, sandbox.limits, str(exec_path))
-            last_exec = execute_shard.with_options(
-                task_run_name=f"execute-{name}-shard-{i:03d}", refresh_cache=not exec_path.exists(),
+            run_name = f"execute-{name}-shard-{i:03d}"
+            last_exec = runs[run_name] = execute_shard.with_options(
+                task_run_name=run_name, refresh_cache=not exec_path.exists(),
             ).submit(name, problems_path, gen, sandbox, str(exec_path), exec_key, wait_for=_after(last_exec))
             execs[name].append(last_exec)
         if not config.generation_only:
-            scores[name] = score_task.with_options(task_run_name=f"score-{name}").submit(
+            scores[name] = runs[f"score-{name}"] = score_task.with_options(task_run_name=f"score-{name}").submit(
                 name, execs[name], plan["ks"], plan["ks_left_out"], str(layout.metrics(name)))
 
-    for future in [f for fs in (*gens.values(), *execs.values()) for f in fs] + list(scores.values()):
+    for future in runs.values():
         future.wait()
-    failed = [f.task_run.name if getattr(f, "task_run", None) else str(f.task_run_id)
-              for fs in (*gens.values(), *execs.values()) for f in fs if f.state.is_failed()]
-    failed += [f"score-{n}" for n, f in scores.items() if not f.state.is_completed()]
+    failed = [run_name for run_name, future in runs.items() if not future.state.is_completed()]
     if failed:
-        raise RuntimeError(f"{len(failed)} task runs failed: {', '.join(failed)}; re-run to retry only those")
+        raise RunFailed(f"{len(failed)} task runs failed: {', '.join(failed)}; re-run to retry only those")
 
     reuse = {
         name: {"generate": [sum(map(_cached, gens[name])), len(gens[name])],
@@ -96,8 +99,3 @@ def evaluate(config: RunConfig) -> dict:
     details = {name: f.result() for name, f in scores.items()}
     return publish(config, layout, plans, details, reuse, version)
 
-
-def _spec(name: str):
-    from codeeval.benchmarks.registry import get_task
-
-    return get_task(name)

@@ -101,3 +101,40 @@ def test_generation_only_saves_generations_and_executes_nothing(prefect_api, dat
     assert "generations saved to generations_mbpp.json" in text
     assert len(json.loads((tmp_path / "generations_mbpp.json").read_text())) == 3
     assert not (tmp_path / "run" / "mbpp" / "executions").exists()
+
+
+def test_a_failed_shard_fails_the_run_and_a_rerun_recomputes_only_it(prefect_api, data_dir, tmp_path, capsys,
+                                                                    monkeypatch):
+    """A program builder that breaks on one problem fails that execution shard (and the score);
+    once fixed, the re-run reuses every other shard."""
+    import dataclasses
+
+    from codeeval.benchmarks import registry
+
+    def broken(name):
+        spec = registry.humaneval.make(name)
+
+        def program(problem, candidate):
+            if problem.task_id == "HumanEval/3":
+                raise ValueError("program builder broke on HumanEval/3")
+            return spec.program(problem, candidate)
+
+        return dataclasses.replace(spec, program=program)
+
+    monkeypatch.setitem(registry.TASKS, "humaneval", broken)
+    out = tmp_path / "run"
+    args = ["run", "--model", str(tmp_path / "no-model"), "--backend", "replay", "--tasks", "humaneval",
+            "--limit", "6", "--shard_size", "2", "--allow_code_execution", "--executor", "local",
+            "--data-dir", str(data_dir), "--output-dir", str(out)]
+    saved = tmp_path / "gens.jsonl"
+    saved.write_text("".join(json.dumps({"task_id": f"HumanEval/{i}", "completion": "    pass\n"}) + "\n"
+                             for i in range(6)))
+    args += ["--load_generations_path", str(saved)]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "run failed: 2 task runs failed: execute-humaneval-shard-001, score-humaneval" in err
+    assert sorted(p.name for p in (out / "humaneval" / "executions").glob("*.parquet")) == \
+        ["shard-00000.parquet", "shard-00002.parquet"]
+    monkeypatch.setitem(registry.TASKS, "humaneval", registry.humaneval.make)
+    text = run_cli(capsys, *args[1:])
+    assert "reused 3/3 generation and 2/3 execution shards" in text and "0/6 samples passed" in text
