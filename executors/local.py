@@ -124,8 +124,10 @@ def _read_all(fd: int) -> bytes:
 
 def _why(code: int | None, finished: bool) -> str:
     if code is not None and code < 0:
-        name = signal.Signals(-code).name if -code in signal.valid_signals() else "?"
-        return f"killed by signal {-code} ({name})"
+        try:
+            return f"killed by signal {-code} ({signal.Signals(-code).name})"
+        except ValueError:  # a real-time signal has no name
+            return f"killed by signal {-code}"
     if code == 0 and not finished:
         return "exited 0 before the tests finished (no completion marker)"
     return f"exit code {code}"
