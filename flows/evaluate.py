@@ -33,7 +33,17 @@ def _cached(future) -> bool:
     return future.state.name == "Cached"
 
 
-@flow(name="evaluate", task_runner=ThreadPoolTaskRunner(max_workers=16))  # chains bound the real concurrency
+def _run_name() -> str:
+    """`<model>-<tasks>` in the UI instead of a random name (parameters may arrive as a dict)."""
+    from prefect.runtime import flow_run
+
+    config = flow_run.parameters.get("config")
+    get = (lambda k: getattr(config, k)) if isinstance(config, RunConfig) else (lambda k: config.get(k))  # noqa: E731
+    return f"{Path(str(get('model'))).name}-{'-'.join(get('tasks') or [])}"
+
+
+# chains bound the real concurrency; the pool only has to hold them all
+@flow(name="evaluate", flow_run_name=_run_name, task_runner=ThreadPoolTaskRunner(max_workers=16))
 def evaluate(config: RunConfig) -> dict:
     log = get_run_logger()
     check(config)
