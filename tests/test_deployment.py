@@ -39,7 +39,7 @@ def server(tmp_path):
         procs.append(proc)
         return proc
 
-    shutil.copytree(REPO, tmp_path / "project", ignore=shutil.ignore_patterns(".venv", ".git", "runs", "__pycache__"))
+    shutil.copytree(REPO, tmp_path / "project", ignore=shutil.ignore_patterns(".venv", ".git", ".cache", "runs", "__pycache__"))
     start("server", "start", "--host", "127.0.0.1", "--port", str(port), log="server.log")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
