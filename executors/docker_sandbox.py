@@ -34,9 +34,8 @@ from typing import Optional, Sequence
 
 from codeeval.executors import images
 from codeeval.executors.base import (
-    FAILED, PASSED, SANDBOX_ERROR, TIMEOUT, Limits, Outcome, Program, Progress, Sandbox, rlimit_spec,
+    SANDBOX_ERROR, Limits, Outcome, Program, Progress, Sandbox, classify, rlimit_spec,
 )
-from codeeval.executors.local import _why
 
 LABEL = "codeeval.sandbox"
 OWNER_LABEL = "codeeval.owner"
@@ -156,12 +155,17 @@ class _Worker:
         limits = self.sandbox.limits
         request = {
             "key": program.key, "code": program.code, "timeout": program.timeout_s, "guard": program.guard,
-            "rlimits": rlimit_spec(limits, program.timeout_s), "tail": limits.tail_bytes,
+            # No RLIMIT_NPROC: the kernel counts it per uid host-wide (no user namespace), so
+            # containers would share it; the container's --pids-limit bounds the processes.
+            "rlimits": rlimit_spec(limits, program.timeout_s, nproc=False), "tail": limits.tail_bytes,
         }
         body = json.dumps(request).encode()
+        data = memoryview(struct.pack(">I", len(body)) + body)
         try:
-            self.proc.stdin.write(struct.pack(">I", len(body)) + body)
-        except (BrokenPipeError, OSError, ValueError) as exc:
+            fd = self.proc.stdin.fileno()
+            while data:  # an unbuffered pipe may take part of a large frame
+                data = data[os.write(fd, data):]
+        except (OSError, ValueError) as exc:
             raise WorkerDied(f"cannot send to the container: {exc}; {self.diagnosis()}") from None
 
     def receive(self, program: Program, since: float) -> dict:
@@ -174,13 +178,13 @@ class _Worker:
     def _read_exact(self, n: int, deadline: float) -> bytes:
         chunks, got = [], 0
         while got < n:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise WorkerDied(f"no answer from the container in time; {self.diagnosis()}")
-            try:
+            left = max(0.0, deadline - time.monotonic())
+            try:  # past the deadline, one last look (timeout 0): the answer may be there already
                 ready, _, _ = select.select([self.rfd], [], [], left)
                 if not ready:
-                    continue
+                    if left > 0:
+                        continue
+                    raise WorkerDied(f"no answer from the container in time; {self.diagnosis()}")
                 chunk = os.read(self.rfd, n - got)
             except (OSError, ValueError) as exc:
                 raise WorkerDied(f"lost the container's output: {exc}") from None
@@ -209,7 +213,7 @@ class _Worker:
         state = "running" if code is None else f"docker run exited {code}"
         return f"{self.name}: {state}" + (f"; stderr: {err}" if err else "")
 
-    def stop(self, remove: bool = True) -> None:
+    def stop(self) -> None:
         """Close the container's stdin (the server exits, --rm removes it) and make sure it is gone."""
         try:
             self.proc.stdin.close()
@@ -219,8 +223,7 @@ class _Worker:
             self.proc.wait(timeout=3)
         except subprocess.TimeoutExpired:
             pass
-        if remove or self.proc.poll() is None:
-            subprocess.run([*self.sandbox.docker_cmd, "rm", "-f", self.name], capture_output=True, timeout=60)
+        subprocess.run([*self.sandbox.docker_cmd, "rm", "-f", self.name], capture_output=True, timeout=60)
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
@@ -268,10 +271,9 @@ class DockerSandbox(Sandbox):
         self._lock = threading.Lock()
         self._run_lock = threading.Lock()
         self._start_failures = 0  # consecutive container starts that failed
-        self._closed = False
-        self._stopping = False
+        self._closed = False  # set under _lock: no container is added to _workers after it
         # Runs on close(), or at interpreter exit for a sandbox never closed.
-        self._finalizer = weakref.finalize(self, DockerSandbox._cleanup, self._workers)
+        self._finalizer = weakref.finalize(self, DockerSandbox._cleanup, self._workers, self._lock)
 
     def _check(self) -> None:
         if shutil.which(self.docker_cmd[0]) is None:
@@ -292,7 +294,7 @@ class DockerSandbox(Sandbox):
 
     # -- workers --------------------------------------------------------------------------
     def _worker(self, slot: int) -> _Worker:
-        if self._stopping:
+        if self._closed:
             raise WorkerDied("the sandbox is closing")
         worker = self._workers[slot]
         if worker is None:
@@ -308,10 +310,12 @@ class DockerSandbox(Sandbox):
                 raise
             with self._lock:
                 self._start_failures = 0
-                if self._stopping:
-                    worker.stop()
-                    raise WorkerDied("the sandbox is closing")
-                self._workers[slot] = worker
+                closing = self._closed
+                if not closing:
+                    self._workers[slot] = worker
+            if closing:  # close() ran while this container started: it is ours to remove
+                worker.stop()
+                raise WorkerDied("the sandbox is closing")
         return worker
 
     def _discard(self, slot: int) -> None:
@@ -332,8 +336,8 @@ class DockerSandbox(Sandbox):
     def _safe_start(self, slot: int) -> None:
         try:
             self._worker(slot)
-        except WorkerDied:
-            self._discard(slot)
+        except WorkerDied:  # nothing was stored: run() starts the slot again (and counts failures)
+            pass
 
     # -- running --------------------------------------------------------------------------
     def run(self, programs: Sequence[Program], progress: Progress = None) -> list[Outcome]:
@@ -370,7 +374,7 @@ class DockerSandbox(Sandbox):
             raise
         if failure:
             raise failure[0]
-        if self._stopping:
+        if self._closed:
             raise RuntimeError("the Docker sandbox was closed during run()")
         return [r for r in results]  # type: ignore[misc]
 
@@ -382,7 +386,7 @@ class DockerSandbox(Sandbox):
         retry: deque = deque()  # (index, attempts, errors) to send again, first
         inflight: deque = deque()  # (index, attempts, errors) sent, unanswered, in order
         since = time.monotonic()
-        while not self._stopping:
+        while not self._closed:
             try:
                 while len(inflight) < self.pipeline:
                     if retry:
@@ -392,10 +396,11 @@ class DockerSandbox(Sandbox):
                         if i is None:
                             break
                         item = (i, 0, [])
-                    if not inflight:
+                    inflight.append(item)  # first: a container that fails to start is charged to it
+                    worker = self._worker(slot)  # may start the container: not part of the program's time
+                    if len(inflight) == 1:
                         since = time.monotonic()
-                    inflight.append(item)
-                    self._worker(slot).send(programs[item[0]])
+                    worker.send(programs[item[0]])
                 if not inflight:
                     return
                 i, _, _ = inflight[0]
@@ -407,7 +412,7 @@ class DockerSandbox(Sandbox):
                     progress(1)
             except WorkerDied as exc:
                 self._discard(slot)
-                if self._stopping:
+                if self._closed:
                     return
                 i, attempts, errors = inflight.popleft()
                 errors = [*errors, str(exc)]
@@ -423,26 +428,20 @@ class DockerSandbox(Sandbox):
 
     @staticmethod
     def _outcome(program: Program, r: dict) -> Outcome:
-        code, duration = r["exit_code"], r["duration"]
-        if r["timed_out"]:
-            return Outcome(program.key, TIMEOUT, False, code, duration, r["stdout"], r["stderr"],
-                           f"timed out after {program.timeout_s:g}s")
-        if code == 0 and r["finished"]:
-            return Outcome(program.key, PASSED, True, 0, duration, r["stdout"], r["stderr"])
-        return Outcome(program.key, FAILED, False, code, duration, r["stdout"], r["stderr"],
-                       _why(code, r["finished"]))
+        return classify(program, r["exit_code"], r["finished"], r["timed_out"], r["duration"], r["stdout"], r["stderr"])
 
     # -- clean-up -------------------------------------------------------------------------
     def close(self) -> None:
-        self._stopping = True
-        self._closed = True
+        with self._lock:  # a container still starting sees this and removes itself (_worker)
+            self._closed = True
         self._finalizer()
 
     @staticmethod
-    def _cleanup(workers: list) -> None:
-        live = [w for w in workers if w is not None]
-        for i in range(len(workers)):
-            workers[i] = None
+    def _cleanup(workers: list, lock: threading.Lock) -> None:
+        with lock:
+            live = [w for w in workers if w is not None]
+            for i in range(len(workers)):
+                workers[i] = None
         threads = [threading.Thread(target=w.stop, daemon=True) for w in live]
         for t in threads:
             t.start()

@@ -13,17 +13,19 @@ Each program runs in a fresh child forked from this pre-imported interpreter: it
 session and process group, the rlimits of runner.apply_limits, stdin /dev/null,
 stdout/stderr into files on the /out tmpfs (capped by RLIMIT_FSIZE and the tmpfs
 size), a fresh working directory, and runner.execute, which writes the one-time nonce
-to fd 3 only when the program ran to its end. After the wall timeout or the child's
-exit, every other process in the container is killed (the process group first, then
-kill(-1), which also reaches detached daemons), the orphans are reaped, and the
-scratch space (/tmp, /dev/shm) is wiped. As PID 1 of its PID namespace the server
-cannot be killed by the programs (the kernel drops such signals from inside), and it
-makes itself non-dumpable so that programs cannot ptrace it or read its memory.
+to fd 3 only when the program ran to its end (runner.py says what that does and does
+not prove). The server keeps its own descriptors of the two output files and reads the
+tails through them, never by path (the program may replace the paths). After the wall
+timeout or the child's exit, every other process in the container is killed (the
+process group first, then kill(-1), which also reaches detached daemons), the orphans
+are reaped, and the scratch space (/tmp, /dev/shm) is wiped. As PID 1 of its PID
+namespace the server cannot be killed by the programs (the kernel drops such signals
+from inside), and it makes itself non-dumpable so that programs cannot ptrace it or
+read its memory.
 
 The server exits when its stdin closes (the host closed the sandbox or died; also in
-the middle of a program, which is then killed), and
-with a non-zero status when it cannot restore a clean state; the host then replaces
-the container.
+the middle of a program, which is then killed), and with a non-zero status when it
+cannot restore a clean state; the host then replaces the container.
 """
 from __future__ import annotations
 
@@ -116,17 +118,6 @@ class Channel:
         data = struct.pack(">I", len(body)) + body
         while data:
             data = data[os.write(self.wfd, data):]
-
-
-def _tail(path: str, limit: int) -> str:
-    try:
-        with open(path, "rb") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, size - limit))
-            data = fh.read(limit)
-    except OSError:
-        return ""
-    return data.decode("utf-8", errors="replace") if limit > 0 else ""
 
 
 def _child(req: dict, compiled, nonce: str, marker_w: int, out_fd: int, err_fd: int, devnull: int) -> None:
@@ -271,8 +262,10 @@ def run_one(req: dict, devnull: int, channel: Channel) -> tuple[dict, bool]:
     limit = int(req.get("tail", 2048))
     compiled = _precompile(req["code"])
     marker_r, marker_w = os.pipe()
-    out_fd = os.open(f"{OUT}/stdout", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    err_fd = os.open(f"{OUT}/stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # Kept open here after the fork: the tails are read through these descriptors. Reopening
+    # the paths afterwards would let the program swap in a FIFO (open blocks forever) or a link.
+    out_fd = os.open(f"{OUT}/stdout", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    err_fd = os.open(f"{OUT}/stderr", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
@@ -281,8 +274,6 @@ def run_one(req: dict, devnull: int, channel: Channel) -> tuple[dict, bool]:
         finally:
             os._exit(70)
     os.close(marker_w)
-    os.close(out_fd)
-    os.close(err_fd)
     status, timed_out = _wait(pid, float(req.get("timeout", 3.0)), channel)
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -292,27 +283,17 @@ def run_one(req: dict, devnull: int, channel: Channel) -> tuple[dict, bool]:
         _, status = os.waitpid(pid, 0)
     duration = time.monotonic() - started
     clean = _kill_everything_else()
-    os.set_blocking(marker_r, False)
-    marker = b""
-    try:
-        while True:
-            chunk = os.read(marker_r, 4096)
-            if not chunk:
-                break
-            marker += chunk
-    except BlockingIOError:
-        pass
-    os.close(marker_r)
-    exit_code = os.waitstatus_to_exitcode(status)
     response = {
         "key": req.get("key"),
-        "exit_code": exit_code,
-        "finished": marker.strip() == nonce.encode(),
+        "exit_code": os.waitstatus_to_exitcode(status),
+        "finished": runner.completed(marker_r, nonce),  # closes marker_r
         "timed_out": timed_out,
         "duration": duration,
-        "stdout": _tail(f"{OUT}/stdout", limit),
-        "stderr": _tail(f"{OUT}/stderr", limit),
+        "stdout": runner.read_tail(out_fd, limit),
+        "stderr": runner.read_tail(err_fd, limit),
     }
+    os.close(out_fd)
+    os.close(err_fd)
     if not _pristine():
         for path in SCRATCH_DIRS:
             if os.path.isdir(path):

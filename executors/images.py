@@ -3,6 +3,10 @@
 Single source of truth for containers/build.sh (which runs this file as a script,
 stdlib only) and for the Docker sandbox (which looks the image up by the same
 name). A changed recipe, server or runner therefore changes the tag and rebuilds.
+
+Every step that shapes the base and packages images lives in their recipe scripts
+(containers/base/rootfs.sh, containers/python/stage.sh), not in containers/build.sh,
+which only orders them; the python image's steps are in build.sh, which its tag hashes.
 """
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository (editable install)
 
-# Files whose bytes define each image, relative to the repository root. Three layers, so
+# Files whose bytes define each image (all of its build steps), relative to the repository root. Three layers, so
 # that a change to the server rebuilds in seconds, not the packages (~1 min) or the base.
 BASE_FILES = ("containers/base/rootfs.sh",)
 PACKAGES_FILES = ("containers/python/requirements.txt", "containers/python/stage.sh")

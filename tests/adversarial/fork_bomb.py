@@ -1,5 +1,6 @@
-# Fork bomb: every process forks forever. Contained by RLIMIT_NPROC (per-slot uid) and
-# --pids-limit; killed at the wall timeout with its whole process group.
+# Fork bomb: every process forks forever. Contained by the container's --pids-limit (not
+# RLIMIT_NPROC, which is per uid host-wide); killed at the wall timeout with its whole
+# process group and kill(-1).
 import os
 
 while True:
