@@ -36,7 +36,7 @@ DEFAULT_INSTRUCTION = (
 @dataclass(frozen=True)
 class Rendered:
     text: str  # what is sent to the model
-    mode: str  # plain | instruction | chat | fim
+    mode: str  # plain | instruction | chat | fim | messages (a chat API's user message)
     add_special_tokens: bool = True  # False when a chat template already wrote BOS etc.
     context: str = ""  # the pre-filled start of the answer (chat and instruction modes)
 

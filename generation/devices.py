@@ -1,8 +1,9 @@
 """Data-parallel generation over devices, without `accelerate launch`.
 
-The flow asks :func:`plan` for one BackendSpec per device and runs one Prefect task per
-device shard (each task opens its own backend on its device); :func:`split` deals the
-requests or problems out so shards get similar work. Outputs do not depend on the split:
+The flow asks :func:`plan` for one BackendSpec per device (transformers; vLLM uses one
+engine with ``tensor_parallel_size``) and runs one Prefect task per device shard (each
+task opens its own backend on its device); :func:`split` deals the requests or problems
+out so shards get similar work. Outputs do not depend on the split:
 greedy decoding is per row, and sampling seeds are per (task_id, sample).
 
 A CLI run under ``accelerate launch`` / ``torchrun`` still works: :func:`launcher_rank`
@@ -29,16 +30,16 @@ def visible_devices() -> list[str]:
 
 
 def plan(spec, max_shards: Optional[int] = None, devices: Optional[Sequence[str]] = None) -> list:
-    """One BackendSpec per device for data-parallel generation.
+    """One BackendSpec per device for data-parallel generation (transformers only).
 
     Leaves the spec alone (a one-element list) when it already names a device, uses
-    device_map (one model over several devices), is not a local-model backend, or when
-    at most one device is visible.
+    device_map (one model over several devices), is not the transformers backend, or when
+    at most one device is visible. vLLM is always one spec: the shards run as threads of one
+    process and vLLM picks its GPUs per process (CUDA_VISIBLE_DEVICES at engine start), so
+    per-device engines would all land on one GPU; several GPUs serve one vLLM engine through
+    its ``tensor_parallel_size`` option instead.
     """
-    if spec.kind not in ("transformers", "vllm") or spec.device or spec.args.device_map:
-        return [spec]
-    opts = dict(spec.options)
-    if spec.kind == "vllm" and int(opts.get("tensor_parallel_size", 1)) > 1:
+    if spec.kind != "transformers" or spec.device or spec.args.device_map:
         return [spec]
     devs = list(devices) if devices is not None else visible_devices()
     if max_shards:

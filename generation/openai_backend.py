@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -45,8 +44,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
-from codeeval.generation import chat, fim
+from codeeval.generation import chat
 from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress
+from codeeval.generation.requests import Renderer, Rendering, finish_raw, request_stops
 from codeeval.generation.seeds import sample_seed
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
@@ -76,7 +76,10 @@ class OpenAIBackend(Backend):
         self.backoff_s = float(opts.get("backoff_s", 1.0))
         self.max_stop = int(opts.get("max_stop", 4))
         self.eos = opts.get("eos_text") or None
-        self.fim_format = self.args.fim_format
+        # no tokenizer here: a completions prompt is plain or --instruction_tokens (the server
+        # would have to apply a chat template); the chat endpoint sends the instruction
+        self.renderer = Renderer(self.args, spec.model, None, chat_template=False,
+                                 chat_api=self.endpoint == "chat")
 
     def fingerprint(self) -> str:
         return f"openai:{self.base_url}:{self.spec.model}:{self.endpoint}"
@@ -131,11 +134,10 @@ class OpenAIBackend(Backend):
             body.update(temperature=0.0, top_p=1.0, seed=a.seed)
         return body
 
-    def _one(self, task: TaskSpec, problem: Optional[Problem], req: GenRequest) -> GenOutput:
-        parts = fim.fim_parts(task, problem) if problem is not None else None
-        if self.endpoint == "chat" and parts is None:
-            instruction, _ = chat.instruction_parts(task, problem, req.prompt)
-            body = {"model": self.spec.model, "messages": [{"role": "user", "content": self.args.prefix + instruction}]}
+    def _one(self, task: TaskSpec, req: GenRequest, prepared: Rendering) -> GenOutput:
+        rendered, fmt = prepared
+        if rendered.mode == "messages":
+            body = {"model": self.spec.model, "messages": [{"role": "user", "content": rendered.text}]}
             body.update(self._sampling(req))
             resp = self._post("chat/completions", body)
             choice = resp["choices"][0]
@@ -143,26 +145,14 @@ class OpenAIBackend(Backend):
             raw, program = chat.answer_to_output(req.prompt, answer, chat.language_of(task))
             return GenOutput(raw=raw if raw is not None else answer, n_tokens=_usage(resp),
                              finish_reason=_finish(choice), program=program)
-        fmt = None
-        if parts is not None:
-            fmt = fim.get_format(self.fim_format, self.spec.model)
-            prompt = fim.render(fmt, parts[0], parts[1], self.args.prefix)
-        else:
-            rendered = chat.render(req.prompt, self.args, task, problem, None) \
-                if self.args.instruction_tokens else chat.Rendered(self.args.prefix + req.prompt, "plain")
-            prompt = rendered.text
-        stops = list(dict.fromkeys(list(req.stop) + (list(fmt.end) if fmt else [])))
-        body = {"model": self.spec.model, "prompt": prompt}
+        stops = request_stops(req.stop, fmt)
+        body = {"model": self.spec.model, "prompt": rendered.text}
         body.update(self._sampling(req))
         if stops and self.max_stop > 0:
-            body["stop"] = stops[: self.max_stop]
+            body["stop"] = list(stops[: self.max_stop])
         resp = self._post("completions", body)
         choice = resp["choices"][0]
-        raw = choice.get("text") or ""
-        if fmt is not None:
-            raw = fim.cut_middle(fmt, raw, self.eos)
-        elif self.args.instruction_tokens:
-            raw = chat.finish_continuation(raw, "instruction")
+        raw = finish_raw(choice.get("text") or "", rendered.mode, fmt, self.eos)
         return GenOutput(raw=raw, n_tokens=_usage(resp), finish_reason=_finish(choice))
 
     # -- batch -----------------------------------------------------------------------
@@ -173,19 +163,29 @@ class OpenAIBackend(Backend):
         for i, req in enumerate(requests):
             key = (req.task_id, req.prompt, req.stop) if not self.args.do_sample else (i,)
             groups.setdefault(key, []).append(i)
+        prepared: dict[tuple[str, str], Rendering] = {}  # rendered once per prompt, not per sample
+        for req in requests:
+            if (req.task_id, req.prompt) not in prepared:
+                prepared[req.task_id, req.prompt] = self.renderer.render(task, by_id.get(req.task_id), req.prompt)
         outputs: list[Optional[GenOutput]] = [None] * len(requests)
-        lock = threading.Lock()
-        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai") as pool:
-            futures = {pool.submit(self._one, task, by_id.get(requests[idx[0]].task_id), requests[idx[0]]): idx
-                       for idx in groups.values()}
+        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai")
+        try:
+            futures = {}
+            for idx in groups.values():
+                req = requests[idx[0]]
+                futures[pool.submit(self._one, task, req, prepared[req.task_id, req.prompt])] = idx
             for fut in as_completed(futures):
                 idx = futures[fut]
                 out = fut.result()  # an error that outlived its retries fails the shard
-                with lock:
-                    for i in idx:
-                        outputs[i] = GenOutput(out.raw, out.n_tokens, out.finish_reason, out.program)
+                for i in idx:
+                    outputs[i] = GenOutput(out.raw, out.n_tokens, out.finish_reason, out.program)
                 if progress:
                     progress(len(idx))
+        except BaseException:
+            # fail at once: queued requests are cancelled (those in flight end on their own)
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         return outputs  # type: ignore[return-value]
 
 

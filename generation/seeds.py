@@ -15,14 +15,6 @@ def sample_seed(seed: int, task_id: str, sample: int) -> int:
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
-def torch_generator(seed: int, task_id: str, sample: int, device="cpu"):
-    import torch
-
-    g = torch.Generator(device=device)
-    g.manual_seed(sample_seed(seed, task_id, sample))
-    return g
-
-
 _MASK64 = (1 << 64) - 1
 
 

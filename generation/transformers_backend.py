@@ -27,15 +27,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
-from codeeval.generation import chat, fim
 from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress, token_budget
+from codeeval.generation.requests import Job, Renderer, finish_raw, plan_jobs
 from codeeval.generation.seeds import sample_seed, uniform
 from codeeval.fingerprint import model_fingerprint
 
@@ -52,19 +51,6 @@ def default_device(spec_device: Optional[str]) -> torch.device:
     if torch.cuda.is_available():
         return torch.device(f"cuda:{int(rank)}" if rank is not None else "cuda")
     return torch.device("cpu")
-
-
-@dataclass
-class _Row:
-    """One decoding job (a request, or several identical greedy requests)."""
-
-    ids: list[int]
-    budget: int
-    stops: tuple[str, ...]
-    seed_key: tuple[str, int]  # (task_id, sample) of the first request
-    requests: list[int] = field(default_factory=list)
-    mode: str = "plain"
-    fim_fmt: Optional[fim.FimFormat] = None
 
 
 class TransformersBackend(Backend):
@@ -104,6 +90,7 @@ class TransformersBackend(Backend):
             or getattr(cfg, "n_positions", None) or getattr(cfg, "n_ctx", None)
         self.context = int(self.context) if self.context else None
         self._fingerprint = model_fingerprint(spec.model, args.revision)
+        self.renderer = Renderer(args, spec.model, self.tokenizer)
 
     # -- interface -------------------------------------------------------------------
     def fingerprint(self) -> str:
@@ -114,7 +101,7 @@ class TransformersBackend(Backend):
 
     def _eos_ids(self) -> list[int]:
         ids = []
-        gc = getattr(self.model, "generation_config", None) if hasattr(self, "model") else None
+        gc = getattr(self.model, "generation_config", None)
         for source in (getattr(gc, "eos_token_id", None), self.tokenizer.eos_token_id):
             for i in (source if isinstance(source, (list, tuple)) else [source]):
                 if i is not None and i not in ids:
@@ -122,13 +109,8 @@ class TransformersBackend(Backend):
         return ids
 
     # -- prompts ---------------------------------------------------------------------
-    def _render(self, task: TaskSpec, problem: Optional[Problem], req: GenRequest):
-        parts = fim.fim_parts(task, problem) if problem is not None else None
-        if parts is not None:
-            fmt = fim.get_format(self.args.fim_format, self.spec.model, self.tokenizer.get_vocab())
-            text = fim.render(fmt, parts[0], parts[1], self.args.prefix)
-            return chat.Rendered(text, "fim"), fmt
-        return chat.render(req.prompt, self.args, task, problem, self.tokenizer), None
+    def _encode(self, text: str, add_special_tokens: bool) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=add_special_tokens, truncation=False)["input_ids"]
 
     def _budget(self, n_prompt: int) -> int:
         return token_budget(self.args, n_prompt, self.context)
@@ -157,61 +139,44 @@ class TransformersBackend(Backend):
     @torch.inference_mode()
     def generate(self, task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest],
                  progress: Progress = None) -> list[GenOutput]:
-        by_id = {p.task_id: p for p in problems}
-        outputs: list[Optional[GenOutput]] = [None] * len(requests)
-        rows: list[_Row] = []
-        dedupe: dict[tuple, _Row] = {}
-        encoded: dict[tuple[str, bool], list[int]] = {}
-        done_early = 0
-        for i, req in enumerate(requests):
-            rendered, fmt = self._render(task, by_id.get(req.task_id), req)
-            key = (rendered.text, rendered.add_special_tokens)
-            if key not in encoded:
-                encoded[key] = self.tokenizer(rendered.text, add_special_tokens=rendered.add_special_tokens,
-                                              truncation=False)["input_ids"]
-            ids = encoded[key]
-            budget = self._budget(len(ids))
-            if budget <= 0 or not ids:
-                outputs[i] = GenOutput(raw="", n_tokens=0, finish_reason="prompt_too_long")
-                done_early += 1
-                continue
-            stops = tuple(req.stop)
-            if fmt is not None:
-                stops = stops + fmt.end
-            if not self.args.do_sample:
-                dkey = (key, budget, stops)
-                if dkey in dedupe:
-                    dedupe[dkey].requests.append(i)
-                    continue
-            row = _Row(ids=ids, budget=budget, stops=stops, seed_key=(req.task_id, req.sample),
-                       requests=[i], mode=rendered.mode, fim_fmt=fmt)
-            if not self.args.do_sample:
-                dedupe[dkey] = row
-            rows.append(row)
+        rows, outputs = plan_jobs(task, problems, requests, self.renderer, self._encode, self._budget,
+                                  dedupe=not self.args.do_sample)
+        done_early = sum(o is not None for o in outputs)
         if done_early and progress:
             progress(done_early)
 
-        order = sorted(range(len(rows)), key=lambda r: (-len(rows[r].ids), r))
+        ordered = [rows[r] for r in sorted(range(len(rows)), key=lambda r: (-len(rows[r].ids), r))]
+        eos = self.eos_text()
         start = 0
-        while start < len(order):
-            max_len = len(rows[order[start]].ids) + max(rows[order[start]].budget, 1)
-            size = self._rows_per_batch(max_len)
-            left = len(order) - start
+        while start < len(ordered):
+            size = self._batch_size(ordered, start)
+            left = len(ordered) - start
             size = -(-left // -(-left // size))  # balanced: 40 rows at 32 a batch -> 20 + 20
-            batch = [rows[r] for r in order[start:start + size]]
+            batch = ordered[start:start + size]
             start += size
             for row, (raw, n_tok, reason) in zip(batch, self._decode_batch(batch)):
-                if row.mode == "fim":
-                    raw = fim.cut_middle(row.fim_fmt, raw, self.eos_text())
-                else:
-                    raw = chat.finish_continuation(raw, row.mode)
+                raw = finish_raw(raw, row.mode, row.fim_fmt, eos)
                 for i in row.requests:
                     outputs[i] = GenOutput(raw=raw, n_tokens=n_tok, finish_reason=reason)
             if progress:
                 progress(sum(len(r.requests) for r in batch))
         return outputs  # type: ignore[return-value]
 
-    def _decode_batch(self, batch: list[_Row]) -> list[tuple[str, int, str]]:
+    def _batch_size(self, ordered: list[Job], start: int) -> int:
+        """Rows for the batch starting at ``ordered[start]`` (rows sorted longest prompt first).
+        The KV cache is sized for the longest prompt plus the largest budget among the batch's
+        rows (under --max_length_generation shorter prompts get larger budgets): the batch
+        shrinks until the rows it holds fit."""
+        longest = len(ordered[start].ids)
+        size = min(len(ordered) - start, self._rows_per_batch(longest + max(ordered[start].budget, 1)))
+        while True:
+            need = longest + max(1, max(r.budget for r in ordered[start:start + size]))
+            fit = self._rows_per_batch(need)
+            if fit >= size:
+                return size
+            size = fit
+
+    def _decode_batch(self, batch: list[Job]) -> list[tuple[str, int, str]]:
         """Left-padded batched decoding with per-row stopping; results in batch order."""
         a = self.args
         dev = self.device

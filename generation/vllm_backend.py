@@ -5,20 +5,29 @@ the model's tokenizer (so ``--max_length_generation`` keeps bigcode's meaning an
 that leaves no room is ``prompt_too_long``), each request gets its own ``SamplingParams``
 with a per-sample seed (so samples do not depend on batching), stop strings are matched
 by vLLM and kept in the output (``include_stop_str_in_output``), special tokens are kept
-as bigcode keeps them, and identical greedy requests are generated once.
+as bigcode keeps them, and identical greedy requests are generated once. Request
+preparation is shared with the transformers backend (generation/requests.py).
 
 Options (``BackendSpec.options``): tensor_parallel_size, gpu_memory_utilization,
 max_model_len, enforce_eager, swap_space.
+
+Several GPUs: one engine spreads over them with ``tensor_parallel_size``;
+:func:`codeeval.generation.devices.plan` never splits a vLLM run into per-device shards
+(the shards run as threads of one process, and vLLM picks its GPUs per process).
 """
 from __future__ import annotations
 
+import logging
+import os
 from typing import Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
-from codeeval.generation import chat, fim
 from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress, token_budget
+from codeeval.generation.requests import Job, Renderer, finish_raw, plan_jobs
 from codeeval.generation.seeds import sample_seed
 from codeeval.fingerprint import model_fingerprint
+
+log = logging.getLogger(__name__)
 
 VLLM_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
@@ -52,12 +61,10 @@ class VLLMBackend(Backend):
         if opts.get("swap_space"):
             kwargs["swap_space"] = float(opts["swap_space"])
         if spec.device and spec.device.startswith("cuda:"):
-            import os
-
-            # one engine per device shard; must be set before vLLM initialises CUDA
-            os.environ.setdefault("CUDA_VISIBLE_DEVICES", spec.device.split(":", 1)[1])
+            _pin_device(spec.device)
         self.llm = vllm.LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
+        self.renderer = Renderer(a, spec.model, self.tokenizer)
         try:
             self.context = int(self.llm.llm_engine.model_config.max_model_len)
         except Exception:  # noqa: BLE001 - engine layout differs between vLLM versions
@@ -73,64 +80,86 @@ class VLLMBackend(Backend):
     def _budget(self, n_prompt: int) -> int:
         return token_budget(self.args, n_prompt, self.context)
 
-    def _params(self, req: GenRequest, budget: int, stops):
+    def _encode(self, text: str, add_special_tokens: bool) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"]
+
+    def _params(self, job: Job):
         a = self.args
-        kw = dict(n=1, max_tokens=budget, stop=list(stops) or None, include_stop_str_in_output=True,
+        kw = dict(n=1, max_tokens=job.budget, stop=list(job.stops) or None, include_stop_str_in_output=True,
                   skip_special_tokens=False, spaces_between_special_tokens=False)
         if a.do_sample:
             kw.update(temperature=a.temperature, top_p=a.top_p, top_k=a.top_k if a.top_k > 0 else -1,
-                      seed=sample_seed(a.seed, req.task_id, req.sample))
+                      seed=sample_seed(a.seed, *job.seed_key))
         else:
             kw.update(temperature=0.0)
         return self.vllm.SamplingParams(**kw)
 
     def generate(self, task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest],
                  progress: Progress = None) -> list[GenOutput]:
-        by_id = {p.task_id: p for p in problems}
-        outputs: list[Optional[GenOutput]] = [None] * len(requests)
-        prompts, params, jobs, modes = [], [], [], []
-        seen: dict[tuple, int] = {}
-        for i, req in enumerate(requests):
-            problem = by_id.get(req.task_id)
-            parts = fim.fim_parts(task, problem) if problem is not None else None
-            fmt = None
-            if parts is not None:
-                fmt = fim.get_format(self.args.fim_format, self.spec.model, self.tokenizer.get_vocab())
-                rendered = chat.Rendered(fim.render(fmt, parts[0], parts[1], self.args.prefix), "fim")
-            else:
-                rendered = chat.render(req.prompt, self.args, task, problem, self.tokenizer)
-            ids = self.tokenizer(rendered.text, add_special_tokens=rendered.add_special_tokens)["input_ids"]
-            budget = self._budget(len(ids))
-            if budget <= 0:
-                outputs[i] = GenOutput("", 0, "prompt_too_long")
-                continue
-            stops = tuple(dict.fromkeys(tuple(req.stop) + (fmt.end if fmt else ())))
-            key = (rendered.text, budget, stops)
-            if not self.args.do_sample and key in seen:
-                jobs[seen[key]].append(i)
-                continue
-            seen[key] = len(jobs)
-            prompts.append({"prompt_token_ids": ids})
-            params.append(self._params(req, budget, stops))
-            jobs.append([i])
-            modes.append((rendered.mode, fmt))
-        if prompts:
-            results = self.llm.generate(prompts, params, use_tqdm=False)
-            for idx, (mode, fmt), res in zip(jobs, modes, results):
+        jobs, outputs = plan_jobs(task, problems, requests, self.renderer, self._encode, self._budget,
+                                  dedupe=not self.args.do_sample)
+        if jobs:
+            results = self.llm.generate([{"prompt_token_ids": job.ids} for job in jobs],
+                                        [self._params(job) for job in jobs], use_tqdm=False)
+            eos = self.eos_text()
+            for job, res in zip(jobs, results):
                 comp = res.outputs[0]
-                raw = comp.text
-                if fmt is not None:
-                    raw = fim.cut_middle(fmt, raw, self.eos_text())
-                else:
-                    raw = chat.finish_continuation(raw, mode)
+                raw = finish_raw(comp.text, job.mode, job.fim_fmt, eos)
                 if comp.finish_reason == "length":
                     reason = "length"
                 elif getattr(comp, "stop_reason", None) is None:
                     reason = "eos"
                 else:
                     reason = "stop"
-                for i in idx:
+                for i in job.requests:
                     outputs[i] = GenOutput(raw, len(comp.token_ids), reason)
         if progress:
             progress(len(requests))
         return outputs  # type: ignore[return-value]
+
+    def close(self) -> None:
+        """Drop the engine and give its GPU memory back (another spec may load on the device)."""
+        llm, self.llm = getattr(self, "llm", None), None
+        if llm is None:
+            return
+        del llm
+        try:  # vLLM's own clean-up of its parallel state; the name moved between versions
+            from vllm.distributed import cleanup_dist_env_and_memory
+
+            cleanup_dist_env_and_memory()
+        except Exception:  # noqa: BLE001 - older vLLM, or a stub
+            try:
+                from vllm.distributed import destroy_distributed_environment, destroy_model_parallel
+
+                destroy_model_parallel()
+                destroy_distributed_environment()
+            except Exception:  # noqa: BLE001
+                pass
+        import gc
+
+        gc.collect()
+        try:
+            import torch
+        except ImportError:
+            return
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def _pin_device(device: str) -> None:
+    """A spec that names ``cuda:i`` (set by hand, or one process per GPU under a launcher)
+    runs its engine on that GPU: vLLM reads CUDA_VISIBLE_DEVICES when it starts CUDA in
+    this process, so this works for the process's first engine only."""
+    index = int(device.split(":", 1)[1])
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    physical = visible[index] if index < len(visible) else str(index)
+    try:
+        import torch
+
+        started = torch.cuda.is_initialized()
+    except ImportError:
+        started = False
+    if started and os.environ.get("CUDA_VISIBLE_DEVICES") != physical:
+        log.warning("vllm: CUDA is already initialised in this process; %s may not take effect "
+                    "(use tensor_parallel_size for several GPUs)", device)
+    os.environ["CUDA_VISIBLE_DEVICES"] = physical

@@ -59,7 +59,7 @@ def test_chat_template_path_through_the_transformers_backend(model_dir):
     problem = Problem("T/0", 0, PROMPT, {})
     task = toy_task()
     req = GenRequest("T/0", 0, PROMPT, task.stop_words + (b.eos_text(),))
-    rendered, fmt = b._render(task, problem, req)
+    rendered, fmt = b.renderer.render(task, problem, req.prompt)
     assert fmt is None and rendered.mode == "chat" and not rendered.add_special_tokens
     assert rendered.text.startswith("<|im_start|>user\n")
     assert rendered.text.endswith("<|im_end|>\n<|im_start|>assistant\n```python\n" + PROMPT)
@@ -86,7 +86,7 @@ def test_fim_formats_and_backend_plumbing(model_dir):
     problem = Problem("T/0", 0, "", {"prefix": "def f():\n    return ", "suffix": "\n\nprint(f())\n"})
     b = TransformersBackend(BackendSpec("transformers", model_dir, GenerationArgs(do_sample=False, max_new_tokens=8)))
     req = GenRequest("T/0", 0, "", ())
-    rendered, fmt = b._render(task, problem, req)
+    rendered, fmt = b.renderer.render(task, problem, req.prompt)
     assert rendered.mode == "fim" and fmt.name == "starcoder"
     assert rendered.text == "<fim_prefix>def f():\n    return <fim_suffix>\n\nprint(f())\n<fim_middle>"
     out = b.generate(task, [problem], [req])[0]

@@ -22,6 +22,7 @@ class FakeServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.fail_first = {}  # prompt prefix -> number of 429/503 answers still to give
+        self.reject = {}  # prompt text -> HTTP status always answered (e.g. 400)
         self.lock = threading.Lock()
         server = self
 
@@ -41,6 +42,9 @@ class FakeServer:
                     time.sleep(0.05)
                     text = body.get("prompt") or body["messages"][-1]["content"]
                     with server.lock:
+                        for key, code in server.reject.items():
+                            if key in text:
+                                return self._send(code, {"error": {"message": "bad request"}})
                         for key, left in server.fail_first.items():
                             if key in text and left > 0:
                                 server.fail_first[key] = left - 1
@@ -176,6 +180,25 @@ def test_gives_up_after_max_retries_and_reports_client_errors(server, problems):
     bad = OpenAIBackend(spec(server, api_key="wrong"))
     with pytest.raises(HTTPError, match="401"):
         bad.generate(task, problems[:1], [GenRequest("T/0", 0, PROMPTS[0], ())])
+
+
+def test_a_failed_request_stops_the_rest(server, problems):
+    """A non-retryable error fails the call at once: queued requests are cancelled, not sent."""
+    from codeeval.generation.openai_backend import HTTPError
+
+    task = task_for(problems)
+    server.reject = {"def add": 400}
+    args = GenerationArgs(do_sample=True, temperature=0.8, n_samples=40, max_new_tokens=8)
+    b = OpenAIBackend(spec(server, args, concurrency="2"))
+    reqs = [GenRequest(p.task_id, s, p.prompt, ()) for p in problems for s in range(40)]
+    t0 = time.monotonic()
+    with pytest.raises(HTTPError, match="400"):
+        b.generate(task, problems, reqs)
+    elapsed = time.monotonic() - t0
+    # the first request fails after ~0.05 s; sending all 120 two at a time takes ~3 s
+    assert elapsed < 1.0, elapsed
+    time.sleep(0.2)  # let the request that was in flight finish
+    assert len(server.requests) <= 4, len(server.requests)
 
 
 def test_chat_endpoint_extracts_code(server, problems):

@@ -201,6 +201,7 @@ def test_vllm_backend_against_a_stub_engine(monkeypatch, model_dir, problems):
     class LLM:
         def __init__(self, **kw):
             calls["init"] = kw
+            calls["engines"] = calls.get("engines", 0) + 1
             self.tok = AutoTokenizer.from_pretrained(model_dir)
 
         def get_tokenizer(self):
@@ -235,3 +236,44 @@ def test_vllm_backend_against_a_stub_engine(monkeypatch, model_dir, problems):
             assert out.raw == "    return 1\ndef" and out.finish_reason == "stop" and out.n_tokens == 3
         else:
             assert out.finish_reason == "prompt_too_long" and out.raw == ""
+    # stop strings are de-duplicated (the caller's eos may repeat a task stop word)
+    dup = b.generate(task, problems[3:4], [GenRequest("T/3", 0, PROMPTS[3], STOPS + ("\ndef",))])
+    assert calls["generate"][1][0].kw["stop"] == list(STOPS) and dup[0].finish_reason == "stop"
+
+    # several GPUs: one engine (tensor_parallel_size), never one spec per device, since the
+    # flow's device shards are threads of one process and vLLM picks its GPUs per process
+    from codeeval.generation import devices
+
+    gpus = ["cuda:0", "cuda:1", "cuda:2"]
+    for opts in ((), (("tensor_parallel_size", "2"),)):
+        vspec = BackendSpec("vllm", model_dir, args, options=opts)
+        assert devices.plan(vspec, devices=gpus) == [vspec]
+    tspec = BackendSpec("transformers", model_dir, args)
+    assert [s.device for s in devices.plan(tspec, devices=gpus)] == gpus
+    # close() drops the engine (open_backend closes a replaced backend)
+    import weakref
+
+    engine = weakref.ref(b.llm)
+    b.close()
+    assert b.llm is None and engine() is None
+    b.close()  # twice is fine
+
+
+def test_batch_size_counts_the_largest_budget_of_the_batch(model_dir):
+    """Under --max_length_generation shorter prompts get larger budgets: the KV cache is
+    sized for the longest prompt plus the largest budget among the batch's rows."""
+    from codeeval.generation.requests import Job
+
+    b = backend(model_dir, do_sample=False, max_length_generation=400)
+    seen = []
+
+    def rows_per_batch(max_len):
+        seen.append(max_len)
+        return max(1, 4000 // max_len)
+
+    b._rows_per_batch = rows_per_batch
+    rows = [Job(ids=[0] * 300, budget=100, stops=(), seed_key=("a", 0))] + \
+        [Job(ids=[0] * 10, budget=390, stops=(), seed_key=("b", i)) for i in range(20)]
+    size = b._batch_size(rows, 0)
+    assert seen[0] == 400  # the first row alone would allow 10 rows ...
+    assert size == 4000 // (300 + 390) and seen[-1] == 300 + 390  # ... its batch needs 690 a row

@@ -1,0 +1,121 @@
+"""Request preparation shared by the model backends (transformers, vLLM, OpenAI).
+
+* :class:`Renderer` makes the one choice of how a prompt is sent: the family's FIM prompt
+  when the task asks for insertion, an instruction message for a chat API, else
+  :func:`chat.render` (plain, ``--instruction_tokens`` or the tokenizer's chat template).
+  The FIM format is resolved once per backend (a vocabulary lookup at most once).
+* :func:`plan_jobs` turns a shard's requests into generation jobs for a local model:
+  render once per (task_id, prompt), tokenise once per text, per-row budget, prompt too
+  long, stop strings (+ the FIM end markers, de-duplicated) and one job for identical
+  greedy requests.
+* :func:`finish_raw` is the clean-up of a continuation: the FIM middle, or the pre-filled
+  code block cut at its closing fence.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Optional, Sequence
+
+from codeeval.benchmarks.spec import Problem, TaskSpec
+from codeeval.generation import chat, fim
+from codeeval.generation.base import GenerationArgs, GenOutput, GenRequest
+
+Rendering = tuple[chat.Rendered, Optional[fim.FimFormat]]
+
+
+class Renderer:
+    """Renders prompts for one backend. ``tokenizer`` is None for an HTTP backend (the FIM
+    format then comes from --fim_format or the model id); ``chat_template=False`` ignores
+    --apply_chat_template (a completions endpoint has no template to apply);
+    ``chat_api=True`` renders non-FIM prompts as the user message of a chat API (mode
+    ``"messages"``: ``prefix + instruction``)."""
+
+    def __init__(self, args: GenerationArgs, model: str, tokenizer: Any = None,
+                 chat_template: bool = True, chat_api: bool = False):
+        self.args = args if chat_template or not args.apply_chat_template else replace(args, apply_chat_template=False)
+        self.model = model
+        self.tokenizer = tokenizer
+        self.chat_api = chat_api
+        self._fim: Optional[fim.FimFormat] = None
+
+    def fim_format(self) -> fim.FimFormat:
+        """Resolved on the first FIM request (a model without FIM tokens fails only then)."""
+        if self._fim is None:
+            vocab = self.tokenizer.get_vocab() if self.tokenizer is not None and not self.args.fim_format else None
+            self._fim = fim.get_format(self.args.fim_format, self.model, vocab)
+        return self._fim
+
+    def render(self, task: TaskSpec, problem: Optional[Problem], prompt: str) -> Rendering:
+        parts = fim.fim_parts(task, problem) if problem is not None else None
+        if parts is not None:
+            fmt = self.fim_format()
+            return chat.Rendered(fim.render(fmt, parts[0], parts[1], self.args.prefix), "fim"), fmt
+        if self.chat_api:
+            instruction, context = chat.instruction_parts(task, problem, prompt)
+            return chat.Rendered(self.args.prefix + instruction, "messages", context=context), None
+        return chat.render(prompt, self.args, task, problem, self.tokenizer), None
+
+
+def request_stops(stop: Sequence[str], fmt: Optional[fim.FimFormat]) -> tuple[str, ...]:
+    """The request's stop strings plus the FIM end markers, without repeats (order kept)."""
+    return tuple(dict.fromkeys(tuple(stop) + (fmt.end if fmt is not None else ())))
+
+
+def finish_raw(raw: str, mode: str, fmt: Optional[fim.FimFormat], eos: Optional[str]) -> str:
+    """A FIM continuation cut to the middle; a chat/instruction one cut at the closing fence."""
+    if fmt is not None:
+        return fim.cut_middle(fmt, raw, eos)
+    return chat.finish_continuation(raw, mode)
+
+
+@dataclass
+class Job:
+    """One generation job for a local model: a request, or several identical greedy ones."""
+
+    ids: list[int]
+    budget: int
+    stops: tuple[str, ...]
+    seed_key: tuple[str, int]  # (task_id, sample) of the first request
+    requests: list[int] = field(default_factory=list)  # indices into the shard's requests
+    mode: str = "plain"
+    fim_fmt: Optional[fim.FimFormat] = None
+
+
+def plan_jobs(task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest], renderer: Renderer,
+              encode: Callable[[str, bool], list[int]], budget: Callable[[int], int],
+              dedupe: bool) -> tuple[list[Job], list[Optional[GenOutput]]]:
+    """(jobs, outputs): outputs holds a ``prompt_too_long`` GenOutput for each request that
+    cannot run (its budget is <= 0, or its prompt is empty after tokenising: neither
+    backend can decode from no tokens, and vLLM rejects an empty prompt) and None for the
+    rest. With ``dedupe`` (greedy), requests with the same token ids, budget, stops and
+    post-processing share one job."""
+    by_id = {p.task_id: p for p in problems}
+    outputs: list[Optional[GenOutput]] = [None] * len(requests)
+    jobs: list[Job] = []
+    rendered_by_prompt: dict[tuple[str, str], Rendering] = {}
+    encoded: dict[tuple[str, bool], list[int]] = {}
+    shared: dict[tuple, Job] = {}
+    for i, req in enumerate(requests):
+        pkey = (req.task_id, req.prompt)
+        if pkey not in rendered_by_prompt:
+            rendered_by_prompt[pkey] = renderer.render(task, by_id.get(req.task_id), req.prompt)
+        rendered, fmt = rendered_by_prompt[pkey]
+        ekey = (rendered.text, rendered.add_special_tokens)
+        if ekey not in encoded:
+            encoded[ekey] = encode(rendered.text, rendered.add_special_tokens)
+        ids = encoded[ekey]
+        n_new = budget(len(ids))
+        if n_new <= 0 or not ids:
+            outputs[i] = GenOutput(raw="", n_tokens=0, finish_reason="prompt_too_long")
+            continue
+        stops = request_stops(req.stop, fmt)
+        dkey = (ekey, rendered.mode, fmt, n_new, stops)
+        if dedupe and dkey in shared:
+            shared[dkey].requests.append(i)
+            continue
+        job = Job(ids=ids, budget=n_new, stops=stops, seed_key=(req.task_id, req.sample), requests=[i],
+                  mode=rendered.mode, fim_fmt=fmt)
+        if dedupe:
+            shared[dkey] = job
+        jobs.append(job)
+    return jobs, outputs
