@@ -155,15 +155,19 @@ def test_large_program_is_sent_whole(sandbox):
     assert o.status == PASSED and o.stdout_tail == "end\n", (o.status, o.stderr_tail)
 
 
-def test_container_start_is_not_charged_to_the_first_program(image, monkeypatch):
-    """The deadline of a program starts when it is sent, not when its container is started."""
+def slow_container_start(monkeypatch, seconds: float) -> None:
     original = ds._Worker.__init__
 
     def slow_start(self, sandbox, slot):
-        time.sleep(2.0)
+        time.sleep(seconds)
         original(self, sandbox, slot)
 
     monkeypatch.setattr(ds._Worker, "__init__", slow_start)
+
+
+def test_container_start_is_not_charged_to_the_first_program(image, monkeypatch):
+    """The deadline of a program starts when it is sent, not when its container is started."""
+    slow_container_start(monkeypatch, 2.0)
     with ds.DockerSandbox(n_workers=1, container=ds.ContainerLimits(grace_s=1.0)) as sb:
         [o] = sb.run([Program("first", "pass", timeout_s=0.5)])
     assert o.status == PASSED, o.detail
@@ -182,13 +186,7 @@ def test_answer_already_there_at_the_deadline_is_taken():
 
 
 def test_close_while_a_container_starts_leaves_nothing(image, monkeypatch):
-    original = ds._Worker.__init__
-
-    def slow_start(self, sandbox, slot):
-        time.sleep(1.0)
-        original(self, sandbox, slot)
-
-    monkeypatch.setattr(ds._Worker, "__init__", slow_start)
+    slow_container_start(monkeypatch, 1.0)
     sb = ds.DockerSandbox(n_workers=1)
     starter = threading.Thread(target=sb.start)
     starter.start()
