@@ -6,9 +6,9 @@ the shard's inputs (`cache_key` parameter) and a run name like
 """
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from pathlib import Path
+
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 
@@ -16,8 +16,8 @@ from codeeval import artifacts
 from codeeval.benchmarks.registry import get_task
 from codeeval.config import RunConfig
 from codeeval.execute import execute_rows
-from codeeval.fingerprint import file_digest
 from codeeval.executors import SandboxSpec, open_sandbox
+from codeeval.fingerprint import digest, file_digest
 from codeeval.generate import generate_rows
 from codeeval.generation import BackendSpec, open_backend
 from codeeval.metrics import score
@@ -31,8 +31,7 @@ def _given_key(context, parameters) -> str:
 
 def _key_with_input_file(context, parameters) -> str:
     """The flow's key plus the content of the upstream file (known only once it exists)."""
-    content = hashlib.sha256(Path(parameters["generations_path"]).read_bytes()).hexdigest()
-    return hashlib.sha256((parameters["cache_key"] + content).encode()).hexdigest()
+    return digest(parameters["cache_key"], file_digest(Path(parameters["generations_path"])))
 
 
 @task(name="load")
