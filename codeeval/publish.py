@@ -20,8 +20,9 @@ def recorded_config(config: RunConfig) -> dict:
 
 def bigcode_config(config: RunConfig) -> dict:
     """bigcode's `config` block is its flat argument namespace; ours is the same shape."""
-    flat = {k: v for k, v in recorded_config(config).items() if k != "generation"}
-    flat.update(dataclasses.asdict(config.generation))
+    recorded = recorded_config(config)
+    flat = {k: v for k, v in recorded.items() if k != "generation"}
+    flat.update(recorded["generation"])
     flat["tasks"] = ",".join(config.tasks)
     flat["backend"] = config.backend_kind
     return flat

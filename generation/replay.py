@@ -10,7 +10,6 @@ is used when it exists (bigcode's naming).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections import defaultdict
@@ -19,6 +18,7 @@ from typing import Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.errors import UsageError
+from codeeval.fingerprint import file_digest
 from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress
 
 log = logging.getLogger(__name__)
@@ -35,11 +35,16 @@ def path_for(template: str, task: str) -> Path:
 def parse(path: Path, problems: Sequence[Problem]) -> dict[str, list[str]]:
     """task_id -> finished programs; `problems` are all the run's problems of the task, in
     order (list position i of a JSON file is problem i, as in bigcode with --limit_start)."""
+    return _read(path, problems)[0]
+
+
+def _read(path: Path, problems: Sequence[Problem]) -> tuple[dict[str, list[str]], int]:
+    """(parse's result, how many problems a JSON file holds)."""
     if not path.is_file():
         raise UsageError(f"generations file not found: {path}")
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
-        return _parse_jsonl(path, text, problems)
+        return _parse_jsonl(path, text, problems), len(problems)  # extra task ids are not counted
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -54,7 +59,7 @@ def parse(path: Path, problems: Sequence[Problem]) -> dict[str, list[str]]:
     empty = [p.task_id for p, g in zip(problems, data) if not g]
     if empty:
         raise UsageError(f"generations file {path} has no samples for {empty[0]}")
-    return {p.task_id: g for p, g in zip(problems, data)}
+    return {p.task_id: g for p, g in zip(problems, data)}, len(data)
 
 
 def _parse_jsonl(path: Path, text: str, problems: Sequence[Problem]) -> dict[str, list[str]]:
@@ -79,19 +84,23 @@ def _parse_jsonl(path: Path, text: str, problems: Sequence[Problem]) -> dict[str
     return found
 
 
+def _template(spec) -> str:
+    if not spec.generations_path:
+        raise UsageError("the replay backend needs --load_generations_path")
+    return spec.generations_path
+
+
 class ReplayBackend(Backend):
     name = "replay"
 
     def __init__(self, spec) -> None:
-        if not spec.generations_path:
-            raise UsageError("the replay backend needs --load_generations_path")
-        self.template = spec.generations_path
+        self.template = _template(spec)
         self._parsed: dict[tuple[str, tuple[str, ...]], dict[str, list[str]]] = {}
 
     @classmethod
     def input_fingerprint(cls, spec, task: TaskSpec) -> str:
         path = path_for(spec.generations_path or "", task.name)
-        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
+        return file_digest(path) if path.is_file() else "missing"
 
     def programs(self, task: TaskSpec, problems: Sequence[Problem]) -> dict[str, list[str]]:
         key = (task.name, tuple(p.task_id for p in problems))
@@ -101,11 +110,9 @@ class ReplayBackend(Backend):
 
     @classmethod
     def counts(cls, spec, task: TaskSpec, problems: Sequence[Problem]) -> dict[str, int]:
-        if not spec.generations_path:
-            raise UsageError("the replay backend needs --load_generations_path")
-        path = path_for(spec.generations_path, task.name)
-        programs = parse(path, problems)
-        if path.suffix != ".jsonl" and len(json.loads(path.read_text(encoding="utf-8"))) > len(problems):
+        path = path_for(_template(spec), task.name)
+        programs, in_file = _read(path, problems)
+        if in_file > len(problems):
             log.warning("generations file %s has more problems than the %d scored", path, len(problems))
         return {p.task_id: len(programs[p.task_id]) for p in problems}
 
