@@ -1,7 +1,5 @@
 import json
 
-import pytest
-
 from codeeval.cli import main
 from codeeval.leaderboard import load_results, table
 

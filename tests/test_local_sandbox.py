@@ -1,7 +1,6 @@
 """The local subprocess sandbox judges only programs that ran to their end as passed."""
 from __future__ import annotations
 
-import os
 import textwrap
 import time
 

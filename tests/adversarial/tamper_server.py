@@ -1,6 +1,5 @@
 # Tamper with the sandbox itself: overwrite the server and runner scripts, write into
 # the image, read the server's memory (ptrace-like access to PID 1).
-import os
 
 hits = []
 for path in ("/opt/codeeval/docker_server.py", "/opt/codeeval/runner.py", "/etc/passwd", "/usr/bin/python3"):
