@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Iterable, Optional
 
+from codeeval import hub
 from codeeval.errors import UsageError
 
 
@@ -27,8 +28,15 @@ def find_local(data_dir: Path, family: str, names: Iterable[str]) -> Path:
     raise UsageError(f"no {family} data in {data_dir}: expected {family}/{names[0]} (upstream format)")
 
 
-def load_hf(dataset_id: str, split: str, name: Optional[str] = None) -> list[dict]:
-    """Load a split from the HF hub (or the local HF cache), as bigcode does."""
+def load_hf(dataset_id: str, split: str, name: Optional[str] = None, local_hint: str = "") -> list[dict]:
+    """Load a split from the HF hub (or the local HF cache), as bigcode does. Without the hub
+    and without a cached copy this fails at once, naming --data-dir (`local_hint`: the files
+    it expects), instead of letting datasets retry for minutes."""
+    if not hub.cached_dataset(dataset_id) and not hub.reachable():
+        where = f" (expects {local_hint})" if local_hint else ""
+        raise UsageError(f"dataset {dataset_id!r} is not in the local HF cache and {hub.unreachable_reason()}: "
+                         f"pass --data-dir with a local copy in the upstream format{where}")
+    hub.go_offline_if_unreachable()  # a cached copy then loads without retries
     import datasets  # heavy: only when the hub path is taken
 
     ds = datasets.load_dataset(dataset_id, name, split=split)

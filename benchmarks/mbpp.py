@@ -15,7 +15,7 @@ def load(options: LoadOptions) -> list[Problem]:
         records = read_jsonl(find_local(options.data_dir, "mbpp", ["mbpp.jsonl"]))
         records = [r for r in records if 11 <= int(r["task_id"]) <= 510]
     else:
-        records = load_hf(HF_DATASET, "test")
+        records = load_hf(HF_DATASET, "test", local_hint="mbpp/mbpp.jsonl")
     if len(records) != 500:  # bigcode asserts this too: a wrong split would silently change scores
         raise UsageError(f"MBPP test split should have 500 problems (task ids 11-510), got {len(records)}")
     return [Problem(str(r["task_id"]), i, get_prompt(r), r) for i, r in enumerate(records)]

@@ -7,7 +7,8 @@ runs/<run_id>/<task>/executions/shard-NNNNN.parquet
 runs/<run_id>/<task>/metrics.json
 runs/<run_id>/results.json
 Every write goes to a temporary file first and is renamed into place, so a crash never
-leaves a half-written artifact that a re-run would take for a finished one.
+leaves a half-written artifact that a re-run would take for a finished one; the temporary
+file's name holds the writer's pid, and the next run removes those of dead writers.
 """
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ EXECUTIONS_SCHEMA = pa.schema([
     ("exit_code", pa.int64()), ("duration_s", pa.float64()), ("stdout_tail", pa.string()),
     ("stderr_tail", pa.string()), ("detail", pa.string()),
 ])
+
+
+TMP_SUFFIX = ".partial"
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ class RunLayout:
 
 def _atomic(path: Path, write) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=TMP_SUFFIX)
     os.close(fd)
     try:
         write(tmp)
@@ -77,6 +81,27 @@ def _atomic(path: Path, write) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_partial(root: Path) -> list[Path]:
+    """Remove temporary files that a killed run left under `root` (their writer is gone)."""
+    removed = []
+    for tmp in root.rglob(f".*{TMP_SUFFIX}") if root.is_dir() else ():
+        parts = tmp.name[:-len(TMP_SUFFIX)].split(".")  # "", name..., pid, random
+        if len(parts) >= 4 and parts[-2].isdigit() and not _pid_alive(int(parts[-2])):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
 
 
 def write_table(path: Path, rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> Path:

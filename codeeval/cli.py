@@ -5,8 +5,12 @@ Bad input exits with code 2 and one line on stderr, before Prefect starts.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import signal
 import sys
+import threading
+import time
 from typing import Optional, Sequence
 
 from codeeval.errors import RunFailed, UsageError
@@ -42,7 +46,7 @@ def _run_parser(sub) -> argparse.ArgumentParser:
     g.add_argument("--top_p", type=float, default=0.95)
     g.add_argument("--top_k", type=int, default=0)
     g.add_argument("--do_sample", type=_bool, nargs="?", const=True, default=True,
-                   help="true/false (bigcode's type=bool makes `--do_sample False` true; here it is false)")
+                   help="true/false, as bigcode's parser reads it (`--do_sample false` turns sampling off)")
     g.add_argument("--max_length_generation", type=int, default=512, help="prompt + completion tokens")
     g.add_argument("--max_new_tokens", type=int, default=None, help="completion tokens; wins when given")
     g.add_argument("--seed", type=int, default=0)
@@ -132,28 +136,76 @@ def config_from_args(args: argparse.Namespace):
 
 
 def prefect_environment() -> None:
-    """Defaults that make Prefect's ephemeral API work offline on small machines."""
+    """Defaults that make Prefect work offline on small machines (set before it is imported)."""
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
-def run(config) -> Optional[dict]:
+def run(config, phases: Phases) -> Optional[dict]:
+    """Pre-flight, then the flow. A private Prefect API server boots meanwhile (unless one is
+    configured) and dies with this process, however it ends (codeeval/prefect_api.py)."""
     from codeeval.generation.devices import launcher_rank
-    from codeeval.plan import check, plan_task
 
     rank, world, _ = launcher_rank()
     if world > 1 and rank != 0:  # under `accelerate launch`: rank 0's flow uses every visible device
         print(f"codeeval: rank {rank}/{world}: generation is sharded over every GPU by rank 0's flow",
               file=sys.stderr)
         return None
-    check(config)
-    for name in config.tasks:  # loads data and validates k and generations files before Prefect starts
-        plan_task(config, name)
-    prefect_environment()
-    from codeeval.flows.evaluate import evaluate
+    from codeeval import prefect_api
 
-    return evaluate(config)
+    prefect_environment()
+    server = None
+    if not prefect_api.configured_url():
+        server = prefect_api.TemporaryServer().start()
+        os.environ["PREFECT_API_URL"] = server.url
+    try:
+        from codeeval import hub
+        from codeeval.plan import check
+        from codeeval.preflight import check_model, check_outputs, check_sandbox, plan_task
+
+        phases.mark("imports")
+        check(config)
+        check_outputs(config)
+        if config.backend_kind in ("transformers", "vllm") or not config.data_dir:
+            hub.go_offline_if_unreachable()  # before huggingface_hub loads: no retries offline
+        check_model(config)
+        check_sandbox(config)
+        phases.mark("checks")
+        for name in config.tasks:  # loads data, validates k and generations files
+            plan_task(config, name)
+        phases.mark("data")
+        from codeeval.flows.evaluate import evaluate
+
+        phases.mark("prefect import")
+        if server is not None:
+            try:
+                server.wait_ready()
+            except RuntimeError as exc:
+                raise RunFailed(str(exc)) from None
+        phases.mark("prefect start")
+        results = evaluate(config)
+        phases.mark("flow")
+        return results
+    finally:
+        if server is not None:
+            _drain_prefect()
+            server.stop()
+
+
+def _drain_prefect() -> None:
+    """Send Prefect's queued logs and events while its server still runs (else its exit hooks
+    retry against a stopped server)."""
+    if "prefect.logging.handlers" not in sys.modules:
+        return
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for worker in (APILogWorker, EventsWorker):
+        try:
+            worker.drain_all(timeout=5)
+        except Exception:  # noqa: BLE001 - best effort on the way out
+            pass
 
 
 def format_results(results: dict) -> str:
@@ -174,13 +226,63 @@ def format_results(results: dict) -> str:
     return "\n".join(lines)
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM (or SIGINT) arrived: the main thread stops what it waits for, like Ctrl-C."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+STOP_GRACE_S = 8.0  # from the signal to the exit, whatever the clean-up is waiting for
+
+
+def _on_signal(signum, frame) -> None:
+    """Arm a watchdog that exits after STOP_GRACE_S, then unwind the main thread."""
+    watchdog = threading.Timer(STOP_GRACE_S, os._exit, args=(128 + signum,))
+    watchdog.daemon = True
+    watchdog.start()
+    raise Interrupted(signum)
+
+
+def _stop_now(code: int) -> None:
+    """Leave without waiting for shard threads still generating or executing: their containers
+    exit with the docker clients' stdin, the temporary server by its parent-death signal, and
+    finished shards are on disk for the next run."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+class Phases:
+    """Wall-clock marks of one command, printed on stderr as JSON when CODEEVAL_PHASES=1
+    (bench/overhead.py reads them)."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[str, float]] = [("start", time.time())]
+
+    def mark(self, name: str) -> None:
+        self.marks.append((name, time.time()))
+
+    def report(self) -> None:
+        if os.environ.get("CODEEVAL_PHASES") == "1":
+            print("codeeval: phases " + json.dumps(self.marks), file=sys.stderr)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    phases = Phases()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo-model"]:
         from codeeval.generation import demo_model
 
         return demo_model.main(argv[1:])
     args = build_parser().parse_args(argv)
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        handlers = {signum: signal.signal(signum, _on_signal) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
         if args.command == "tasks":
             from codeeval.benchmarks.registry import TASKS, get_task, task_names
@@ -193,18 +295,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             print(table(load_results(args.results)))
             return 0
-        results = run(config_from_args(args))
+        results = run(config_from_args(args), phases)
     except UsageError as exc:
         print(f"codeeval: error: {exc}", file=sys.stderr)
         return 2
     except RunFailed as exc:
         print(f"codeeval: run failed: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("codeeval: interrupted; finished shards are kept and reused by the next run", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        print(f"codeeval: interrupted ({signal.Signals(signum).name}); finished shards are kept and reused "
+              "by the next run", file=sys.stderr)
+        _stop_now(128 + signum)
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
     if results is not None:
         print(format_results(results))
+    phases.report()
     return 0
 
 

@@ -124,6 +124,33 @@ def _wait_removed(docker: str, names: list[str], seconds: float = 10.0) -> None:
         time.sleep(0.1)
 
 
+def default_image() -> str:
+    return os.environ.get("CODEEVAL_DOCKER_IMAGE") or images.python_image()
+
+
+def check_available(image: str, docker: str = "docker") -> None:
+    """The docker client, a running engine and the execution image; SandboxUnavailable with
+    what to run when one is missing (also the CLI's pre-flight check)."""
+    if shutil.which(docker) is None:
+        raise SandboxUnavailable(
+            "the Docker sandbox needs the docker client: run `make engine` (scripts/ensure-docker.sh), "
+            "or use --executor local for trusted code")
+    try:
+        info = subprocess.run([docker, "info", "--format", "{{.ServerVersion}}"],
+                              capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        raise SandboxUnavailable("the Docker engine did not answer within 20 s: run `make engine` "
+                                 "(scripts/ensure-docker.sh)") from None
+    if info.returncode != 0:
+        detail = (info.stderr.strip().splitlines() or ["no answer"])[-1][:200]
+        raise SandboxUnavailable(f"the Docker engine does not answer ({detail}): run `make engine` "
+                                 "(scripts/ensure-docker.sh)")
+    found = subprocess.run([docker, "image", "inspect", image], capture_output=True, timeout=60)
+    if found.returncode != 0:
+        raise SandboxUnavailable(f"the execution image {image} is missing: run `make images` "
+                                 "(bash containers/build.sh) to build it")
+
+
 class _Worker:
     """One container and the `docker run -i` client attached to it."""
 
@@ -244,10 +271,10 @@ class DockerSandbox(Sandbox):
         self.limits = limits
         self.container = container
         self.docker_cmd = [docker]
-        self.image = image or os.environ.get("CODEEVAL_DOCKER_IMAGE") or images.python_image()
+        self.image = image or default_image()
         self.owner = _owner_id()
         self.id = uuid.uuid4().hex[:12]  # label value of this sandbox's containers
-        self._check()
+        check_available(self.image, docker)
         sweep_stale(docker)
         out_mb = 2 * limits.fsize_mb + 8  # captured stdout + stderr, each capped by RLIMIT_FSIZE
         memory = container.memory_mb or (limits.memory_mb + container.tmpfs_mb + out_mb + container.shm_mb + 256)
@@ -274,23 +301,6 @@ class DockerSandbox(Sandbox):
         self._closed = False  # set under _lock: no container is added to _workers after it
         # Runs on close(), or at interpreter exit for a sandbox never closed.
         self._finalizer = weakref.finalize(self, DockerSandbox._cleanup, self._workers, self._lock)
-
-    def _check(self) -> None:
-        if shutil.which(self.docker_cmd[0]) is None:
-            raise SandboxUnavailable(
-                "the Docker sandbox needs the docker client: run `make engine` (scripts/ensure-docker.sh), "
-                "or use --executor local for trusted code")
-        info = subprocess.run([*self.docker_cmd, "info", "--format", "{{.ServerVersion}}"],
-                              capture_output=True, text=True, timeout=60)
-        if info.returncode != 0:
-            raise SandboxUnavailable(
-                f"the Docker engine does not answer ({info.stderr.strip()[:200]}): run `make engine` "
-                "(scripts/ensure-docker.sh)")
-        found = subprocess.run([*self.docker_cmd, "image", "inspect", self.image], capture_output=True, timeout=60)
-        if found.returncode != 0:
-            raise SandboxUnavailable(
-                f"the execution image {self.image} is missing: run `make images` "
-                "(bash containers/build.sh) to build it")
 
     # -- workers --------------------------------------------------------------------------
     def _worker(self, slot: int) -> _Worker:

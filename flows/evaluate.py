@@ -42,12 +42,25 @@ def _run_name() -> str:
     return f"{Path(str(get('model'))).name}-{'-'.join(get('tasks') or [])}"
 
 
+def _first_line(state, names: dict[str, str]) -> str:
+    """The first line of a failed task run's exception (or state message), task run ids
+    replaced by the run names the CLI and the UI show."""
+    error = state.result(raise_on_failure=False) if state.is_failed() or state.is_crashed() else None
+    text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else (state.message or state.name)
+    line = (text.strip().splitlines() or [state.name])[0]
+    for run_id, run_name in names.items():
+        line = line.replace(run_id, run_name)
+    return line
+
+
 # chains bound the real concurrency; the pool only has to hold them all
 @flow(name="evaluate", flow_run_name=_run_name, task_runner=ThreadPoolTaskRunner(max_workers=16))
 def evaluate(config: RunConfig) -> dict:
     log = get_run_logger()
     check(config)
     layout = artifacts.RunLayout(config.run_dir.resolve())
+    for partial in artifacts.sweep_partial(layout.root):
+        log.info("removed %s, left half-written by a killed run", partial)
     version = code_version()
     backend = backend_spec(config)
     device_specs = devices.plan(backend)  # one spec per visible device (data parallel), or [backend]
@@ -94,9 +107,11 @@ def evaluate(config: RunConfig) -> dict:
 
     for future in runs.values():
         future.wait()
-    failed = [run_name for run_name, future in runs.items() if not future.state.is_completed()]
+    failed = {run_name: future.state for run_name, future in runs.items() if not future.state.is_completed()}
     if failed:
-        raise RunFailed(f"{len(failed)} task runs failed: {', '.join(failed)}; re-run to retry only those")
+        names = {str(future.task_run_id): run_name for run_name, future in runs.items()}
+        why = "".join(f"\n  {run_name}: {_first_line(state, names)}" for run_name, state in failed.items())
+        raise RunFailed(f"{len(failed)} task runs failed (a re-run retries only those):{why}")
 
     reuse = {
         name: {"generate": [sum(map(_cached, gens[name])), len(gens[name])],

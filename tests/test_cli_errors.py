@@ -49,3 +49,14 @@ def test_tasks_lists_the_registry():
     assert result.returncode == 0
     names = [line.split()[0] for line in result.stdout.splitlines()]
     assert {"humaneval", "humaneval-unstripped", "mbpp", "mbpp-setup"} <= set(names)
+
+
+def test_do_sample_reads_true_and_false_as_bigcode_does():
+    from codeeval.cli import build_parser
+
+    def parse(*args):
+        return build_parser().parse_args(["run", "--tasks", "humaneval", *args]).do_sample
+
+    assert parse() is True and parse("--do_sample") is True
+    assert parse("--do_sample", "False") is False and parse("--do_sample", "false") is False
+    assert parse("--do_sample", "True") is True

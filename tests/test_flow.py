@@ -132,7 +132,9 @@ def test_a_failed_shard_fails_the_run_and_a_rerun_recomputes_only_it(prefect_api
     args += ["--load_generations_path", str(saved)]
     assert main(args) == 1
     err = capsys.readouterr().err
-    assert "run failed: 2 task runs failed: execute-humaneval-shard-001, score-humaneval" in err
+    assert "run failed: 2 task runs failed (a re-run retries only those):\n" \
+        "  execute-humaneval-shard-001: ValueError: program builder broke on HumanEval/3\n" \
+        "  score-humaneval: Upstream task run 'execute-humaneval-shard-001' did not reach a 'COMPLETED' state." in err
     assert sorted(p.name for p in (out / "humaneval" / "executions").glob("*.parquet")) == \
         ["shard-00000.parquet", "shard-00002.parquet"]
     monkeypatch.setitem(registry.TASKS, "humaneval", registry.humaneval.make)

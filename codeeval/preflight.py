@@ -1,0 +1,80 @@
+"""Pre-flight: everything bad input can break, checked before any flow run is created.
+
+The CLI runs it while its temporary Prefect server boots. Each failure is a UsageError: one
+line on stderr and exit code 2, within seconds (the hub is asked once, with a short timeout).
+Order: flags and task names, the output paths, the model, the Docker engine, then the data
+(planning loads every task's problems and validates k and any generations file).
+"""
+from __future__ import annotations
+
+import socket
+import tempfile
+import urllib.parse
+from pathlib import Path
+
+from codeeval.config import RunConfig
+from codeeval.errors import UsageError
+from codeeval.plan import TaskPlan, check, plan_task
+
+
+def check_writable(path: Path, what: str) -> None:
+    """`path` (a directory) exists or can be made, and a file can be written in it."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".codeeval-write-check-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"cannot write to the {what} {path}: {exc.strerror or exc}") from None
+
+
+def check_outputs(config: RunConfig) -> None:
+    check_writable(config.run_dir, "output dir")
+    if config.metric_output_path:
+        check_writable(Path(config.metric_output_path).parent, "directory of --metric_output_path")
+    if config.save_generations or config.generation_only:
+        check_writable(Path(config.save_generations_path).parent, "directory of --save_generations_path")
+
+
+def check_model(config: RunConfig) -> None:
+    kind = config.backend_kind
+    if kind in ("transformers", "vllm"):
+        from codeeval.generation.model_source import resolve
+
+        resolve(config.model, config.generation.revision)
+    elif kind == "openai":
+        check_endpoint(config.backend_options.get("base_url"))
+
+
+def check_endpoint(base_url: str | None, timeout_s: float = 3.0) -> None:
+    """The OpenAI-compatible server accepts a connection (the request itself may still fail)."""
+    import os
+
+    url = urllib.parse.urlsplit(base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1")
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise UsageError(f"--base_url must be an http(s) URL, got {base_url!r}")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise UsageError(f"the openai backend's server {url.scheme}://{url.netloc} does not answer "
+                         f"({exc.strerror or type(exc).__name__}): check --base_url / OPENAI_BASE_URL") from None
+
+
+def check_sandbox(config: RunConfig) -> None:
+    if config.generation_only or config.executor != "docker":
+        return
+    from codeeval.executors.docker_sandbox import SandboxUnavailable, check_available, default_image
+
+    try:
+        check_available(default_image())
+    except SandboxUnavailable as exc:
+        raise UsageError(str(exc)) from None
+
+
+def preflight(config: RunConfig) -> dict[str, TaskPlan]:
+    """Every check; returns each task's plan (its problems loaded)."""
+    check(config)
+    check_outputs(config)
+    check_model(config)
+    check_sandbox(config)
+    return {name: plan_task(config, name) for name in config.tasks}

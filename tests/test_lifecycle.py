@@ -1,0 +1,169 @@
+"""A killed or terminated `codeeval run` leaves nothing behind and resumes where it stopped.
+
+The runs here start their own temporary Prefect API server (no PREFECT_API_URL), the case in
+which Prefect's own ephemeral server used to outlive a SIGKILLed CLI.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from docker_env import ensure_images
+
+N_PROBLEMS, SHARD = 12, 2
+
+
+def children(pid: int) -> set[int]:
+    """Every live descendant of `pid`."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    live = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            live.add(pid)
+    return live
+
+
+def owned_containers(pid: int) -> list[str]:
+    out = subprocess.run(["docker", "ps", "-a", "--filter", "label=codeeval.sandbox", "--format",
+                          '{{.Names}}\t{{.Label "codeeval.owner"}}'], capture_output=True, text=True, check=True)
+    return [line.split("\t")[0] for line in out.stdout.splitlines()
+            if len(line.split("\t")) == 2 and line.split("\t")[1].split("/")[2:3] == [str(pid)]]
+
+
+@pytest.fixture(scope="module")
+def workload(data_dir, tmp_path_factory):
+    """Saved generations for 12 HumanEval problems: each program sleeps 0.4 s; odd ones are wrong."""
+    ensure_images()
+    root = tmp_path_factory.mktemp("lifecycle")
+    with gzip.open(data_dir / "humaneval" / "HumanEval.jsonl.gz", "rt") as fh:
+        records = [json.loads(line) for line in fh][:N_PROBLEMS]
+    lines = []
+    for i, r in enumerate(records):
+        body = r["canonical_solution"] if i % 2 == 0 else "    return None\n"
+        lines.append(json.dumps({"task_id": r["task_id"],
+                                 "solution": "import time\ntime.sleep(0.4)\n" + r["prompt"] + body}))
+    generations = root / "gens.jsonl"
+    generations.write_text("\n".join(lines) + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(PREFECT_HOME=str(root / "prefect-home"), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1")
+    return root, generations, env
+
+
+def command(workload, data_dir, out: Path) -> list[str]:
+    _, generations, _ = workload
+    return [sys.executable, "-m", "codeeval", "run", "--tasks", "humaneval", "--limit", str(N_PROBLEMS),
+            "--shard_size", str(SHARD), "--n_workers", "1", "--load_generations_path", str(generations),
+            "--allow_code_execution", "--data-dir", str(data_dir), "--output-dir", str(out)]
+
+
+def metrics_of_a_clean_run(workload, data_dir) -> dict:
+    root, _, env = workload
+    out = root / "clean"
+    if not (out / "humaneval" / "metrics.json").exists():
+        done = subprocess.run(command(workload, data_dir, out), env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((out / "humaneval" / "metrics.json").read_text())
+
+
+def stop_mid_run(workload, data_dir, out: Path, signum: int) -> tuple[int, int, str, set[int], float]:
+    """Start a run, wait for its second execution shard, send `signum`; (pid, exit code, stderr,
+    the run's processes before the signal, seconds from the signal to the exit)."""
+    _, _, env = workload
+    err = open(out.parent / f"{out.name}.stderr", "w+")
+    proc = subprocess.Popen(command(workload, data_dir, out), env=env, stdout=subprocess.DEVNULL, stderr=err,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        # mid-run: two execution shards on disk, and the sandbox of a later one running
+        while not ((out / "humaneval" / "executions" / "shard-00001.parquet").exists()
+                   and owned_containers(proc.pid)):
+            assert proc.poll() is None, open(err.name).read()[-3000:]
+            assert time.monotonic() < deadline, "the run never reached its third execution shard"
+            time.sleep(0.1)
+        assert not (out / "humaneval" / "metrics.json").exists(), "the workload finished too fast to interrupt"
+        tree = children(proc.pid) | {proc.pid}
+        os.kill(proc.pid, signum)
+        sent = time.monotonic()
+        code = proc.wait(timeout=60)
+        return proc.pid, code, open(err.name).read(), tree, time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def assert_nothing_left(pid: int, tree: set[int], within_s: float = 10.0) -> None:
+    deadline = time.monotonic() + within_s
+    while (alive(tree) or owned_containers(pid)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not alive(tree), f"processes of the run still alive: {alive(tree)}"
+    assert not owned_containers(pid), f"containers of the run still there: {owned_containers(pid)}"
+
+
+def resume(workload, data_dir, out: Path) -> str:
+    _, _, env = workload
+    done = subprocess.run(command(workload, data_dir, out), env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_a_stopped_run_leaves_nothing_behind_and_resumes(workload, data_dir, signum):
+    root, _, _ = workload
+    expected = metrics_of_a_clean_run(workload, data_dir)
+    out = root / f"stopped-{signal.Signals(signum).name}"
+    pid, code, stderr, tree, took = stop_mid_run(workload, data_dir, out, signum)
+    assert len(tree) > 2, "the run should have a Prefect server and docker clients as children"
+    if signum == signal.SIGTERM:
+        assert code == 128 + signal.SIGTERM and took < 10, (code, took, stderr[-2000:])
+        assert "interrupted (SIGTERM); finished shards are kept" in stderr
+    else:
+        assert code == -signal.SIGKILL
+    assert_nothing_left(pid, tree)
+    text = resume(workload, data_dir, out)
+    done = int(text.split("generation and ")[1].split("/")[0])
+    assert 2 <= done < N_PROBLEMS // SHARD, text
+    assert json.loads((out / "humaneval" / "metrics.json").read_text()) == expected
+    assert expected["passed"] == N_PROBLEMS // 2
+
+
+def test_half_written_files_of_dead_writers_are_swept(tmp_path):
+    from codeeval import artifacts
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    stale = tmp_path / "t" / "executions" / f".shard-00001.parquet.{dead}.12345678{artifacts.TMP_SUFFIX}"
+    live = tmp_path / "t" / "executions" / f".shard-00002.parquet.{os.getpid()}.abcdefgh{artifacts.TMP_SUFFIX}"
+    for path in (stale, live):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"half")
+    artifacts.write_json(tmp_path / "t" / "metrics.json", {"ok": 1})
+    assert artifacts.sweep_partial(tmp_path) == [stale]
+    assert live.exists() and not stale.exists() and (tmp_path / "t" / "metrics.json").exists()
