@@ -4,9 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from codeeval.benchmarks.data import find_local, read_jsonl
-from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec
+from codeeval.benchmarks.spec import LoadOptions, Problem, PythonTests, TaskSpec
 from codeeval.benchmarks.text import prompt_plus_cut
 from codeeval.errors import UsageError
+from codeeval.metrics import PassAtK
 
 HF_DATASET = "openai_humaneval"
 STOP_WORDS = ("\nclass", "\ndef", "\n#", "\n@", "\nprint", "\nif", "\n```", "<file_sep>")
@@ -54,7 +55,10 @@ def make(name: str) -> TaskSpec:
     strip = name == "humaneval"
     return TaskSpec(
         name=name, family="humaneval", load=_loader(strip), stop_words=STOP_WORDS,
-        postprocess=postprocess, program=program, reference_solution=reference_solution,
-        timeout_s=3.0, hf_dataset=HF_DATASET,
+        postprocess=postprocess, reference_solution=reference_solution,
+        execution=PythonTests(program, timeout_s=3.0), metrics=(PassAtK(),), hf_dataset=HF_DATASET,
         description="HumanEval, 164 problems; " + ("stripped prompt (bigcode default)" if strip else "prompt verbatim"),
     )
+
+
+TASK_NAMES = ["humaneval", "humaneval-unstripped"]

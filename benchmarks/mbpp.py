@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from codeeval.benchmarks.data import find_local, load_hf, read_jsonl
-from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec
+from codeeval.benchmarks.spec import LoadOptions, Problem, PythonTests, TaskSpec
 from codeeval.benchmarks.text import prompt_plus_cut
 from codeeval.errors import UsageError
+from codeeval.metrics import PassAtK
 
 HF_DATASET = "mbpp"
 STOP_WORDS = ("\nclass", "\nassert", '\n"""', "\nprint", "\nif", "\n<|/", "\n```")
@@ -48,7 +49,10 @@ def make(name: str) -> TaskSpec:
     with_setup = name == "mbpp-setup"
     return TaskSpec(
         name=name, family="mbpp", load=load, stop_words=STOP_WORDS, postprocess=postprocess,
-        program=program_with_setup if with_setup else program, reference_solution=reference_solution,
-        timeout_s=3.0, hf_dataset=HF_DATASET,
+        reference_solution=reference_solution, metrics=(PassAtK(),), hf_dataset=HF_DATASET,
+        execution=PythonTests(program_with_setup if with_setup else program, timeout_s=3.0),
         description="MBPP test split, 500 problems" + ("; honours test_setup_code" if with_setup else " (bigcode semantics)"),
     )
+
+
+TASK_NAMES = ["mbpp", "mbpp-setup"]

@@ -1,21 +1,21 @@
-"""Task names -> TaskSpec factories. Exact names first, then patterns like `multiple-{lang}`."""
+"""Task names -> TaskSpec factories. Exact names first, then patterns like `multiple-{lang}`.
+
+A family is one module with `TASK_NAMES` and `make(name) -> TaskSpec`, listed once in FAMILIES.
+"""
 from __future__ import annotations
 
 import re
 from typing import Callable
 
-from codeeval.benchmarks import humaneval, mbpp
+from codeeval.benchmarks import evalplus, humaneval, mbpp, pal
 from codeeval.benchmarks.spec import TaskSpec
 from codeeval.errors import UsageError
 
 Factory = Callable[[str], TaskSpec]
 
-TASKS: dict[str, Factory] = {
-    "humaneval": humaneval.make,
-    "humaneval-unstripped": humaneval.make,
-    "mbpp": mbpp.make,
-    "mbpp-setup": mbpp.make,
-}
+FAMILIES = (humaneval, mbpp, evalplus, pal)
+
+TASKS: dict[str, Factory] = {name: family.make for family in FAMILIES for name in family.TASK_NAMES}
 
 # (pattern, factory, an example name for `codeeval tasks`)
 PATTERNS: list[tuple[re.Pattern, Factory, str]] = []

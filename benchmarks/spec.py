@@ -1,13 +1,22 @@
-"""What a benchmark is: plain data plus pure functions (bigcode's Task, without state).
+"""What a benchmark is: frozen data plus pure functions, in three parts.
 
-A TaskSpec is frozen; variants (e.g. MBPP honouring test_setup_code) are separate
-specs built by a factory, never a mutated shared object or a global mode flag.
+* how a problem is prompted and its generation post-processed (`TaskSpec` itself, `Prompting`);
+* how a sample is executed, if at all (`Execution`: sample -> sandbox `Program` -> `Verdict`);
+* how per-sample results aggregate into the task's numbers (`Metric`s over `Sample`s).
+
+A task without execution (BLEU, CodeSemBench) is scored from its completions alone. Specs are
+frozen; variants (MBPP with test_setup_code, greedy or majority-voting PAL) are separate specs
+built by a factory, never a mutated shared object or a global mode flag. docs/architecture.md
+walks through adding a family of each shape.
 """
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+from codeeval.executors.base import Outcome, Program
 
 
 @dataclass(frozen=True)
@@ -22,7 +31,97 @@ class Problem:
 
 @dataclass(frozen=True)
 class LoadOptions:
-    data_dir: Optional[Path] = None  # local copies in upstream format; None = HF datasets
+    data_dir: Optional[Path] = None  # local copies in upstream format; None = HF datasets (or a packaged copy)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one execution means for the benchmark: the execution table's judged columns."""
+
+    status: str  # the sandbox's status (passed, failed, timeout, sandbox_error) or the judge's own
+    passed: Optional[bool]  # None: a sample with no pass/fail notion
+    tests: tuple[int, ...] = ()  # per-test outcome codes (1 pass, 0 wrong, -1 error, -2 timeout)
+    subsets: Mapping[str, bool] = field(default_factory=dict)  # named sub-verdicts: {"base": True, "plus": False}
+    answer: Optional[str] = None  # a value the program produced (PAL: its last printed line)
+    score: Optional[float] = None  # a per-sample number (repo-level: dependency recall)
+    detail: str = ""
+
+
+def exit_verdict(outcome: Outcome) -> Verdict:
+    """bigcode's rule: passed iff the program exited 0 after running to its end."""
+    return Verdict(outcome.status, outcome.passed, detail=outcome.detail)
+
+
+class Execution(abc.ABC):
+    """How a sample becomes a sandbox job, and what the job's outcome means.
+
+    `prepare` runs once per execution shard, before any sample is built, and may itself use
+    the sandbox (EvalPlus computes the expected outputs of the canonical solutions there);
+    what it returns per task_id reaches `build` and `judge` as `prepared`."""
+
+    runtime: str = "python"  # which sandbox image and runner executes the job
+
+    def prepare(self, problems: Sequence[Problem], sandbox) -> Mapping[str, Any]:
+        return {}
+
+    @abc.abstractmethod
+    def build(self, problem: Problem, completion: str, prepared: Any = None) -> Program:
+        """The job for one sample; its `key` is set by the execute stage."""
+
+    def judge(self, problem: Problem, outcome: Outcome, prepared: Any = None) -> Verdict:
+        return exit_verdict(outcome)
+
+
+@dataclass(frozen=True)
+class PythonTests(Execution):
+    """The candidate followed by the benchmark's tests in one Python program (HumanEval, MBPP)."""
+
+    program: Callable[[Problem, str], str]  # (problem, completion) -> the program text
+    timeout_s: float = 3.0  # the reference's seconds, enforced as CPU time (docs/deviations.md)
+    guard: bool = True  # bigcode's reliability_guard inside the program's process
+
+    def build(self, problem: Problem, completion: str, prepared: Any = None) -> Program:
+        return Program("", self.program(problem, completion), timeout_s=self.timeout_s, guard=self.guard)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One generated sample with its verdict (None for a task without execution)."""
+
+    task_id: str
+    sample: int
+    completion: str
+    verdict: Optional[Verdict] = None
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.verdict and self.verdict.passed)
+
+
+class Metric(abc.ABC):
+    """Aggregates per-sample results into named values (lm-evaluation-harness's aggregation,
+    bigcode's process_results). `compute` returns bigcode's result dict for the task."""
+
+    name: str = "metric"  # the registry's name (`codeeval tasks` lists it)
+    primary: str = ""  # key of the headline value in compute()'s result (the leaderboard's column)
+    higher_is_better: bool = True
+    uses_k: bool = False  # takes the run's ks (pass@k)
+    default_ks: tuple[int, ...] = ()
+
+    @abc.abstractmethod
+    def compute(self, problems: Sequence[Problem], samples: Sequence[Sample],
+                ks: Sequence[int]) -> dict[str, Any]:
+        """`problems` in dataset order; `samples` sorted by (problem, sample)."""
+
+
+@dataclass(frozen=True)
+class Prompting:
+    """How the task's prompts are shown to instruction, chat and FIM models (bigcode's
+    `{"instruction", "context"}` and `{"prefix", "suffix"}` prompts)."""
+
+    language: str = "python"
+    instruction: Optional[Callable[[Problem], tuple[str, str]]] = None  # -> (instruction, context)
+    fim_parts: Optional[Callable[[Problem], tuple[str, str]]] = None  # -> (prefix, suffix)
 
 
 @dataclass(frozen=True)
@@ -31,15 +130,28 @@ class TaskSpec:
     family: str
     load: Callable[[LoadOptions], list[Problem]]
     stop_words: tuple[str, ...]
-    # (problem, continuation, extra stop strings such as the eos text) -> candidate program
+    # (problem, continuation, extra stop strings such as the eos text) -> the completion
     postprocess: Callable[[Problem, str, tuple[str, ...]], str]
-    # (problem, candidate) -> the full program that is executed (candidate + tests)
-    program: Callable[[Problem, str], str]
-    # problem -> a known-correct candidate (the `reference` backend's oracle)
+    # problem -> a known-correct completion (the `reference` backend's oracle)
     reference_solution: Callable[[Problem], str]
-    timeout_s: float = 3.0
-    default_ks: tuple[int, ...] = (1, 10, 100)
-    guard: bool = True  # run programs under bigcode's reliability_guard
+    metrics: tuple[Metric, ...]
+    execution: Optional[Execution] = None  # None: scored from the completions alone
+    prompting: Prompting = Prompting()
     hf_dataset: str = ""  # the HF datasets id the reference harness loads
     description: str = ""
-    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def executes(self) -> bool:
+        return self.execution is not None
+
+    @property
+    def primary(self) -> str:
+        return self.metrics[0].primary
+
+    @property
+    def uses_k(self) -> bool:
+        return any(m.uses_k for m in self.metrics)
+
+    @property
+    def default_ks(self) -> tuple[int, ...]:
+        return next((m.default_ks for m in self.metrics if m.uses_k), ())

@@ -36,6 +36,9 @@ EXECUTIONS_SCHEMA = pa.schema([
     ("task_id", pa.string()), ("sample", pa.int64()), ("status", pa.string()), ("passed", pa.bool_()),
     ("exit_code", pa.int64()), ("duration_s", pa.float64()), ("stdout_tail", pa.string()),
     ("stderr_tail", pa.string()), ("detail", pa.string()),
+    # the judged detail (benchmarks/spec.py Verdict): per-test codes, named sub-verdicts, a produced value
+    ("tests", pa.list_(pa.int8())), ("subsets", pa.map_(pa.string(), pa.bool_())), ("answer", pa.string()),
+    ("score", pa.float64()),
 ])
 
 
@@ -111,6 +114,14 @@ def write_table(path: Path, rows: Iterable[Mapping[str, Any]], schema: pa.Schema
 
 def read_rows(path: Path) -> list[dict]:
     return pq.read_table(path).to_pylist()
+
+
+def write_bytes(path: Path, data: bytes) -> Path:
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+
+    return _atomic(path, write)
 
 
 def write_json(path: Path, data: Any) -> Path:

@@ -208,15 +208,26 @@ def _drain_prefect() -> None:
             pass
 
 
+def _value(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value) if isinstance(value, (int, str)) else "(see results.json)"
+
+
 def format_results(results: dict) -> str:
     info = results.get("codeeval", {})
     lines = []
     for name, detail in info.get("tasks", {}).items():
         metrics = results.get(name, {})
-        counts = f"{detail.get('passed', 0)}/{detail.get('samples', 0)} samples passed" if metrics else "generated"
+        values = "  ".join(f"{m}={_value(v)}" for m, v in metrics.items() if not isinstance(v, (dict, list)))
+        if not metrics:
+            counts = "generated"
+        elif detail.get("passed") is not None:
+            counts = f"{detail['passed']}/{detail.get('samples', 0)} samples passed"
+        else:
+            counts = f"{detail.get('samples', 0)} samples of {detail.get('problems', 0)} problems"
         left = detail.get("ks_left_out") or []
         note = f"; pass@{', pass@'.join(map(str, left))} left out (n too small)" if left else ""
-        values = "  ".join(f"{m}={v:.4f}" for m, v in metrics.items())
         lines.append(f"{name:<22} {values}  ({counts}{note})")
         gen, exe = detail["reused"]["generate"], detail["reused"]["execute"]
         lines.append(f"{'':<22} reused {gen[0]}/{gen[1]} generation and {exe[0]}/{exe[1]} execution shards")
@@ -288,7 +299,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from codeeval.benchmarks.registry import TASKS, get_task, task_names
 
             for name in task_names():
-                print(f"{name:<24} {get_task(name).description if name in TASKS else ''}")
+                spec = get_task(name) if name in TASKS else None
+                metrics = ", ".join(m.name for m in spec.metrics) if spec else ""
+                print(f"{name:<32} {metrics:<22} {spec.description if spec else ''}")
             return 0
         if args.command == "leaderboard":
             from codeeval.leaderboard import load_results, table

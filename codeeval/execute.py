@@ -1,27 +1,48 @@
-"""The execute stage as plain library code: generation rows in, execution rows out."""
+"""The execute stage as plain library code: generation rows in, execution rows out.
+
+Each row is a sample's Verdict (the task's Execution judged the sandbox's Outcome) next to
+the raw outcome (exit code, times, output tails), so the Parquet keeps per-test detail and
+the score stage needs nothing but these rows.
+"""
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
-from codeeval.benchmarks.spec import Problem, TaskSpec
+from codeeval.benchmarks.spec import Problem, TaskSpec, Verdict
 from codeeval.executors.base import Program, Progress, Sandbox
 
 
-def build_programs(task: TaskSpec, problems: Sequence[Problem], generations: Sequence[dict]) -> list[Program]:
+def build_programs(task: TaskSpec, problems: Sequence[Problem], generations: Sequence[dict],
+                   prepared: dict) -> list[Program]:
     by_id = {p.task_id: p for p in problems}
     return [
-        Program(key=f"{g['task_id']}#{g['sample']}", code=task.program(by_id[g["task_id"]], g["completion"]),
-                timeout_s=task.timeout_s, guard=task.guard)
+        dataclasses.replace(task.execution.build(by_id[g["task_id"]], g["completion"], prepared.get(g["task_id"])),
+                            key=f"{g['task_id']}#{g['sample']}")
         for g in generations
     ]
 
 
 def execute_rows(task: TaskSpec, problems: Sequence[Problem], generations: Sequence[dict],
                  sandbox: Sandbox, progress: Progress = None) -> list[dict]:
-    outcomes = sandbox.run(build_programs(task, problems, generations), progress)
-    return [
-        {"task_id": g["task_id"], "sample": g["sample"], "status": o.status, "passed": o.passed,
-         "exit_code": o.exit_code, "duration_s": o.duration_s, "stdout_tail": o.stdout_tail,
-         "stderr_tail": o.stderr_tail, "detail": o.detail}
-        for g, o in zip(generations, outcomes)
-    ]
+    by_id = {p.task_id: p for p in problems}
+    shard = [by_id[t] for t in dict.fromkeys(g["task_id"] for g in generations)]
+    prepared = dict(task.execution.prepare(shard, sandbox))
+    outcomes = sandbox.run(build_programs(task, problems, generations, prepared), progress)
+    rows = []
+    for g, outcome in zip(generations, outcomes):
+        verdict = task.execution.judge(by_id[g["task_id"]], outcome, prepared.get(g["task_id"]))
+        rows.append({
+            "task_id": g["task_id"], "sample": g["sample"], "status": verdict.status, "passed": verdict.passed,
+            "exit_code": outcome.exit_code, "duration_s": outcome.duration_s,
+            "stdout_tail": outcome.stdout_tail, "stderr_tail": outcome.stderr_tail, "detail": verdict.detail,
+            "tests": list(verdict.tests), "subsets": sorted(verdict.subsets.items()), "answer": verdict.answer,
+            "score": verdict.score,
+        })
+    return rows
+
+
+def verdict_of(row: dict) -> Verdict:
+    """The Verdict an execution row holds (the inverse of execute_rows' judged columns)."""
+    return Verdict(row["status"], row["passed"], tuple(row.get("tests") or ()), dict(row.get("subsets") or ()),
+                   row.get("answer"), row.get("score"), row.get("detail") or "")

@@ -1,11 +1,19 @@
-"""pass@k: the unbiased estimator, and which ks a run reports."""
+"""The metrics registry: how per-sample results aggregate into a task's numbers.
+
+Each Metric returns bigcode's result dict for its task (`process_results`), computed from
+persisted per-sample verdicts (lm-evaluation-harness's per-document results plus an
+aggregation). Families with a metric of their own (BLEU, APPS accuracy, P/R/F1) define it
+beside themselves and register it here by name.
+"""
 from __future__ import annotations
 
-from collections import Counter
-from typing import Iterable, Optional, Sequence
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
+from codeeval.benchmarks.spec import Metric, Problem, Sample
 from codeeval.errors import UsageError
 
 
@@ -34,13 +42,78 @@ def resolve_ks(task: str, n_min: int, requested: Optional[Sequence[int]],
     return [k for k in default if k <= n_min], [k for k in default if k > n_min]
 
 
-def score(task_ids: Iterable[str], passed: Iterable[bool], ks: Sequence[int]) -> dict[str, float]:
-    """Mean pass@k over problems, from one row per sample."""
-    n: Counter = Counter()
-    c: Counter = Counter()
-    for task_id, ok in zip(task_ids, passed):
-        n[task_id] += 1
-        c[task_id] += bool(ok)
-    if not n:
-        return {f"pass@{k}": 0.0 for k in ks}
-    return {f"pass@{k}": float(np.mean([pass_at_k(n[t], c[t], k) for t in n])) for k in ks}
+def by_problem(samples: Sequence[Sample]) -> dict[str, list[Sample]]:
+    grouped: dict[str, list[Sample]] = defaultdict(list)
+    for s in samples:
+        grouped[s.task_id].append(s)
+    return grouped
+
+
+@dataclass(frozen=True)
+class PassAtK(Metric):
+    """Mean unbiased pass@k over problems. `subset` scores a named sub-verdict instead of the
+    whole one (EvalPlus's base tests); `prefix` names its keys apart ("base_pass@1")."""
+
+    default_ks: tuple[int, ...] = (1, 10, 100)
+    subset: Optional[str] = None
+    prefix: str = ""
+    uses_k = True
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"{self.prefix}pass@k"
+
+    @property
+    def primary(self) -> str:  # type: ignore[override]
+        return f"{self.prefix}pass@1"
+
+    def passed(self, sample: Sample) -> bool:
+        if self.subset is None:
+            return sample.passed
+        return bool(sample.verdict and sample.verdict.subsets.get(self.subset))
+
+    def compute(self, problems: Sequence[Problem], samples: Sequence[Sample], ks: Sequence[int]) -> dict[str, Any]:
+        groups = by_problem(samples)
+        counts = [(len(g), sum(map(self.passed, g))) for g in groups.values()]
+        return {f"{self.prefix}pass@{k}": float(np.mean([pass_at_k(n, c, k) for n, c in counts])) if counts else 0.0
+                for k in ks}
+
+
+Number = Union[int, float, str]
+
+
+@dataclass(frozen=True)
+class AnswerAccuracy(Metric):
+    """PAL's metric: the answer a problem's samples agree on, against its target.
+
+    Failed executions (and answers beginning with "failed:") are discarded first; with none
+    left the answer is "". `vote="first"` takes the first remaining answer (bigcode's greedy
+    variant), `vote="majority"` the most common, ties to the earliest sample. Correct iff
+    |float(answer) - float(target)| < tol; an answer or target that is not a number counts
+    in `num_failed_execution`, as in bigcode's pal_code_exec."""
+
+    target: Callable[[Problem], Number]
+    vote: str = "first"
+    tol: float = 1e-3
+    name = "accuracy"
+    primary = "accuracy"
+
+    def choose(self, answers: list[str]) -> str:
+        answers = [a for a in answers if not a.startswith("failed:")] or [""]
+        return Counter(answers).most_common()[0][0] if self.vote == "majority" else answers[0]
+
+    def compute(self, problems: Sequence[Problem], samples: Sequence[Sample], ks: Sequence[int]) -> dict[str, Any]:
+        groups = by_problem(samples)
+        correct = errored = 0
+        for problem in problems:
+            answer = self.choose([s.verdict.answer for s in groups.get(problem.task_id, [])
+                                  if s.verdict is not None and s.verdict.answer is not None])
+            try:
+                correct += abs(float(answer) - float(self.target(problem))) < self.tol
+            except ValueError:
+                errored += 1
+        return {"accuracy": correct / len(problems) if problems else 0.0, "num_failed_execution": errored}
+
+
+# name -> metric class, for `codeeval tasks` and families that look one up
+METRICS: dict[str, type[Metric]] = {"pass@k": PassAtK, "accuracy": AnswerAccuracy}

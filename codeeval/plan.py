@@ -45,8 +45,9 @@ def check(config: RunConfig) -> None:
         raise UsageError(f"unknown executor {config.executor!r}; choose from {', '.join(EXECUTORS)}")
     if config.data_dir and not Path(config.data_dir).is_dir():
         raise UsageError(f"data dir not found: {config.data_dir}")
-    if not config.generation_only and not config.allow_code_execution:
-        raise UsageError("scoring executes model-generated code: pass --allow_code_execution "
+    executing = [name for name in config.tasks if get_task(name).executes]
+    if executing and not config.generation_only and not config.allow_code_execution:
+        raise UsageError(f"scoring {executing[0]} executes model-generated code: pass --allow_code_execution "
                          "(or --generation_only to only generate)")
     if config.generation.n_samples < 1:
         raise UsageError("--n_samples must be >= 1")
@@ -74,7 +75,7 @@ def plan_task(config: RunConfig, name: str) -> TaskPlan:
         raise UsageError(f"task {name} has no problems in the range --limit_start {config.limit_start} --limit {config.limit}")
     counts = backend_class(config.backend_kind).counts(backend_spec(config), spec, problems)
     n_min = min(counts.values())
-    if config.generation_only:
+    if config.generation_only or not spec.uses_k:  # --k means nothing to a task without pass@k
         ks, left_out = [], []
     else:
         ks, left_out = resolve_ks(name, n_min, config.k, spec.default_ks)

@@ -6,9 +6,11 @@ import json
 import os
 from collections import defaultdict
 from pathlib import Path
+from typing import Mapping, Optional
 
 from codeeval import __version__, artifacts
 from codeeval.config import RunConfig
+from codeeval.contracts import PlannedTask, Reuse, TaskScore
 
 
 def recorded_config(config: RunConfig) -> dict:
@@ -28,7 +30,7 @@ def bigcode_config(config: RunConfig) -> dict:
     return flat
 
 
-def run_document(config: RunConfig, plans: dict, version: str) -> dict:
+def run_document(config: RunConfig, plans: Mapping[str, PlannedTask], version: str) -> dict:
     return {
         "run_id": config.run_id,
         "model": config.model,
@@ -36,7 +38,7 @@ def run_document(config: RunConfig, plans: dict, version: str) -> dict:
         "generation": dataclasses.asdict(config.generation),
         "code_version": version,
         "codeeval_version": __version__,
-        "data_fingerprints": {name: plan["fingerprint"] for name, plan in plans.items()},
+        "data_fingerprints": {name: plan.fingerprint for name, plan in plans.items()},
         "config": recorded_config(config),
     }
 
@@ -58,25 +60,31 @@ def save_bigcode_generations(config: RunConfig, layout: artifacts.RunLayout, nam
     return path
 
 
-def publish(config: RunConfig, layout: artifacts.RunLayout, plans: dict, details: dict, reuse: dict,
-            version: str) -> dict:
+def task_summary(plan: PlannedTask, score: Optional[TaskScore], reuse: Reuse, saved: Optional[str]) -> dict:
+    """The `codeeval.tasks.<name>` block of results.json: counts, the primary metric, reuse."""
+    summary = {k: v for k, v in score.to_json().items() if k != "metrics"} if score else {
+        "problems": plan.n_problems, "samples": plan.n_samples, "ks_left_out": list(plan.ks_left_out)}
+    summary.update(shards=len(plan.shards), reused={"generate": list(reuse.generate), "execute": list(reuse.execute)})
+    if saved:
+        summary["saved_generations"] = saved
+    return summary
+
+
+def publish(config: RunConfig, layout: artifacts.RunLayout, plans: Mapping[str, PlannedTask],
+            scores: Mapping[str, TaskScore], reuse: Mapping[str, Reuse], version: str) -> dict:
     artifacts.write_json(layout.run_json, run_document(config, plans, version))
     saved = {}
     if config.save_generations or config.generation_only:
-        saved = {name: str(save_bigcode_generations(config, layout, name, len(plan["shards"])))
+        saved = {name: str(save_bigcode_generations(config, layout, name, len(plan.shards)))
                  for name, plan in plans.items()}
-    results: dict = {name: detail["metrics"] for name, detail in details.items()}
+    results: dict = {name: score.metrics for name, score in scores.items()}
     results["config"] = bigcode_config(config)
     results["codeeval"] = {
         "run_id": config.run_id,
         "run_dir": str(layout.root),
         "code_version": version,
-        "tasks": {
-            name: {**{k: v for k, v in details.get(name, {}).items() if k != "metrics"},
-                   "shards": len(plan["shards"]), "reused": reuse[name],
-                   **({"saved_generations": saved[name]} if name in saved else {})}
-            for name, plan in plans.items()
-        },
+        "tasks": {name: task_summary(plan, scores.get(name), reuse[name], saved.get(name))
+                  for name, plan in plans.items()},
     }
     artifacts.write_json(layout.results, results)
     if config.metric_output_path:

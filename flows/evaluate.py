@@ -16,6 +16,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from codeeval import artifacts
 from codeeval.benchmarks.registry import get_task
 from codeeval.config import RunConfig
+from codeeval.contracts import PlannedTask, Reuse
 from codeeval.errors import RunFailed
 from codeeval.executors import Limits, SandboxSpec
 from codeeval.fingerprint import code_version, digest
@@ -70,17 +71,17 @@ def evaluate(config: RunConfig) -> dict:
         name: load_problems.with_options(task_run_name=f"load-{name}").submit(config, name, str(layout.problems(name)))
         for name in config.tasks
     }
-    plans, gens, execs, scores = {}, {}, {}, {}
+    plans: dict[str, PlannedTask] = {}
+    gens, execs, scores = {}, {}, {}
     runs: dict = {}  # task run name -> future, every shard and score
     last_gen: list = [None] * len(device_specs)  # one chain of generation shards per device
     last_exec = None
     for name in config.tasks:
         plans[name] = plan = loads[name].result()
-        problems_path = plan["path"]
-        rows = artifacts.read_rows(Path(problems_path))
+        rows = artifacts.read_rows(Path(plan.problems_path))
         inputs = backend_class(backend.kind).input_fingerprint(backend, get_task(name))
         gens[name], execs[name] = [], []
-        for i, (start, stop) in enumerate(plan["shards"]):
+        for i, (start, stop) in enumerate(plan.shards):
             shard_rows = [(r["task_id"], r["prompt"], r["record"], r["n_samples"]) for r in rows[start:stop]]
             gen_path = layout.generations(name, i)
             # the key leaves the device out: outputs do not depend on which device made them
@@ -89,21 +90,22 @@ def evaluate(config: RunConfig) -> dict:
             run_name = f"generate-{name}-shard-{i:03d}"
             gen = runs[run_name] = last_gen[d] = generate_shard.with_options(
                 task_run_name=run_name, refresh_cache=not gen_path.exists(),
-            ).submit(name, problems_path, start, stop, device_specs[d], str(gen_path), gen_key,
+            ).submit(name, plan.problems_path, start, stop, device_specs[d], str(gen_path), gen_key,
                      wait_for=_after(last_gen[d]))
             gens[name].append(gen)
-            if config.generation_only:
+            if config.generation_only or not plan.executes:
                 continue
             exec_path = layout.executions(name, i)
             exec_key = digest("execute", version, name, sandbox.name, sandbox.limits, str(exec_path))
             run_name = f"execute-{name}-shard-{i:03d}"
             last_exec = runs[run_name] = execute_shard.with_options(
                 task_run_name=run_name, refresh_cache=not exec_path.exists(),
-            ).submit(name, problems_path, gen, sandbox, str(exec_path), exec_key, wait_for=_after(last_exec))
+            ).submit(name, plan.problems_path, gen, sandbox, str(exec_path), exec_key, wait_for=_after(last_exec))
             execs[name].append(last_exec)
         if not config.generation_only:
             scores[name] = runs[f"score-{name}"] = score_task.with_options(task_run_name=f"score-{name}").submit(
-                name, execs[name], plan["ks"], plan["ks_left_out"], str(layout.metrics(name)))
+                name, plan.problems_path, gens[name], execs[name], plan.ks, plan.ks_left_out,
+                str(layout.metrics(name)))
 
     for future in runs.values():
         future.wait()
@@ -113,14 +115,11 @@ def evaluate(config: RunConfig) -> dict:
         why = "".join(f"\n  {run_name}: {_first_line(state, names)}" for run_name, state in failed.items())
         raise RunFailed(f"{len(failed)} task runs failed (a re-run retries only those):{why}")
 
-    reuse = {
-        name: {"generate": [sum(map(_cached, gens[name])), len(gens[name])],
-               "execute": [sum(map(_cached, execs.get(name, []))), len(execs.get(name, []))]}
-        for name in config.tasks
-    }
+    reuse = {name: Reuse(generate=(sum(map(_cached, gens[name])), len(gens[name])),
+                         execute=(sum(map(_cached, execs[name])), len(execs[name])))
+             for name in config.tasks}
     for name, counts in reuse.items():
         log.info("%s: reused %d/%d generation and %d/%d execution shards from cache", name,
-                 *counts["generate"], *counts["execute"])
-    details = {name: f.result() for name, f in scores.items()}
-    return publish(config, layout, plans, details, reuse, version)
+                 *counts.generate, *counts.execute)
+    return publish(config, layout, plans, {name: f.result() for name, f in scores.items()}, reuse, version)
 

@@ -9,7 +9,7 @@ Three prompt modes (bigcode's ``TokenizedDataset`` has the first two):
   instruction, with the generation prompt, then the context is appended as the start of
   the assistant's answer (a pre-filled response).
 
-A task may supply ``TaskSpec.extra["instruction"] = callable(problem) -> (instruction,
+A task may supply ``TaskSpec.prompting.instruction = callable(problem) -> (instruction,
 context)`` (bigcode's ``{"instruction", "context"}`` prompts). For a plain completion
 task the default asks for the code and pre-fills the answer with an opening code fence
 and the prompt itself, so the model *continues the prompt* and the continuation is still
@@ -55,14 +55,12 @@ def parse_instruction_tokens(value) -> Optional[tuple[str, str, str]]:
 
 
 def language_of(task) -> str:
-    extra = getattr(task, "extra", None) or {}
-    return str(extra.get("language", "python"))
+    return task.prompting.language if task is not None else "python"
 
 
 def instruction_parts(task, problem, prompt: str) -> tuple[str, str]:
     """(instruction, context) for instruction and chat modes."""
-    extra = getattr(task, "extra", None) or {}
-    fn = extra.get("instruction")
+    fn = task.prompting.instruction if task is not None else None
     if fn is not None:
         return fn(problem)
     lang = language_of(task)

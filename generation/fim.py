@@ -1,7 +1,7 @@
 """Fill-in-the-middle prompts, with the token format configurable per model family.
 
 A benchmark that needs insertion (DS-1000 insertion mode) sets
-``TaskSpec.extra["fim_parts"] = callable(problem) -> (prefix, suffix)``. The backends then
+``TaskSpec.prompting.fim_parts = callable(problem) -> (prefix, suffix)``. The backends then
 build the family's FIM prompt instead of ``prefix + prompt`` and hand back the middle as
 ``GenOutput.raw`` (cut at the family's end-of-middle marker), as bigcode's ``_parse_infill``
 does for InCoder, SantaCoder and StarCoder.
@@ -72,7 +72,7 @@ def get_format(spec: Optional[str], model: str = "", vocab: Any = None) -> FimFo
 
 def fim_parts(task, problem) -> Optional[tuple[str, str]]:
     """(prefix, suffix) when the task asks for insertion, else None."""
-    fn = (getattr(task, "extra", None) or {}).get("fim_parts")
+    fn = task.prompting.fim_parts if task is not None else None
     return fn(problem) if fn else None
 
 

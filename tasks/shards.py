@@ -15,14 +15,15 @@ from prefect.artifacts import create_markdown_artifact
 from codeeval import artifacts
 from codeeval.benchmarks.registry import get_task
 from codeeval.config import RunConfig
+from codeeval.contracts import PlannedTask, TaskScore
 from codeeval.execute import execute_rows
 from codeeval.executors import SandboxSpec, open_sandbox
 from codeeval.fingerprint import digest, file_digest
 from codeeval.generate import generate_rows
 from codeeval.generation import BackendSpec, open_backend
-from codeeval.metrics import score
 from codeeval.plan import plan_task
 from codeeval.progress import progress_bar
+from codeeval.score import samples_of, score_samples
 
 
 def _given_key(context, parameters) -> str:
@@ -35,16 +36,17 @@ def _key_with_input_file(context, parameters) -> str:
 
 
 @task(name="load")
-def load_problems(config: RunConfig, name: str, out_path: str) -> dict:
+def load_problems(config: RunConfig, name: str, out_path: str) -> PlannedTask:
     """Not cached: loading is cheap, and a changed data file must reach the shard keys."""
     plan = plan_task(config, name)
     artifacts.write_table(Path(out_path), artifacts.problems_rows(plan.problems, plan.counts),
                           artifacts.PROBLEMS_SCHEMA)
     get_run_logger().info("%s: %d problems, %d samples, %d shards", name, len(plan.problems),
                           sum(plan.counts.values()), len(plan.shards))
-    return {"path": out_path, "shards": plan.shards, "ks": plan.ks, "ks_left_out": plan.ks_left_out,
-            "n_min": plan.n_min, "problems": len(plan.problems),
-            "fingerprint": file_digest(Path(out_path))}
+    return PlannedTask(name=name, problems_path=out_path, fingerprint=file_digest(Path(out_path)),
+                       n_problems=len(plan.problems), n_samples=sum(plan.counts.values()),
+                       shards=tuple(plan.shards), ks=tuple(plan.ks), ks_left_out=tuple(plan.ks_left_out),
+                       executes=plan.spec.executes)
 
 
 @task(name="generate", persist_result=True, cache_key_fn=_given_key)
@@ -76,7 +78,7 @@ def execute_shard(name: str, problems_path: str, generations_path: str, sandbox:
 
 def _report_failures(name: str, shard: str, rows: list[dict], shown: int = 20) -> None:
     """A markdown artifact in the Prefect UI listing failing samples with their stderr tails."""
-    failed = [r for r in rows if not r["passed"]]
+    failed = [r for r in rows if r["passed"] is False]
     statuses = Counter(r["status"] for r in rows)
     get_run_logger().info("%s %s: %s", name, shard, ", ".join(f"{k}={v}" for k, v in sorted(statuses.items())))
     if not failed:
@@ -92,18 +94,14 @@ def _report_failures(name: str, shard: str, rows: list[dict], shown: int = 20) -
 
 
 @task(name="score")
-def score_task(name: str, execution_paths: list[str], ks: list[int], ks_left_out: list[int],
-               out_path: str) -> dict:
-    rows = [r for path in execution_paths for r in artifacts.read_rows(Path(path))]
-    metrics = score((r["task_id"] for r in rows), (r["passed"] for r in rows), ks)
-    statuses = Counter(r["status"] for r in rows)
-    detail = {
-        "metrics": metrics,
-        "problems": len({r["task_id"] for r in rows}),
-        "samples": len(rows),
-        "passed": sum(bool(r["passed"]) for r in rows),
-        "statuses": dict(sorted(statuses.items())),
-        "ks_left_out": ks_left_out,
-    }
-    artifacts.write_json(Path(out_path), detail)
-    return detail
+def score_task(name: str, problems_path: str, generation_paths: list[str], execution_paths: list[str],
+               ks: tuple[int, ...], ks_left_out: tuple[int, ...], out_path: str) -> TaskScore:
+    """Reads the task's shards, scores them (codeeval/score.py), writes metrics.json."""
+    problems, _ = artifacts.read_problems(Path(problems_path))
+    generations = [r for path in generation_paths for r in artifacts.read_rows(Path(path))]
+    executions = [r for path in execution_paths for r in artifacts.read_rows(Path(path))]
+    task_spec = get_task(name)
+    samples = samples_of(problems, generations, executions if task_spec.executes else None)
+    result = score_samples(task_spec, problems, samples, ks, ks_left_out)
+    artifacts.write_json(Path(out_path), result.to_json())
+    return result

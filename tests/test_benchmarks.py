@@ -50,7 +50,7 @@ def test_stop_words_never_cut_into_the_prompt(humaneval):
 def test_humaneval_program_is_candidate_then_tests(humaneval):
     task = get_task("humaneval")
     p = humaneval[2]
-    program = task.program(p, "CANDIDATE")
+    program = task.execution.program(p, "CANDIDATE")
     assert program == "CANDIDATE\n\n" + p.record["test"] + "\ncheck(truncate_number)"
 
 
@@ -63,13 +63,13 @@ def test_mbpp_prompt_split_and_tests(mbpp):
     task = get_task("mbpp")
     assert "\ndef" not in task.stop_words  # helper functions are allowed
     assert task.postprocess(first, "def f():\n    return 1\nassert f() == 1") == first.prompt + "def f():\n    return 1"
-    assert task.program(first, "C") == "C\n" + "\n".join(first.record["test_list"])
+    assert task.execution.program(first, "C") == "C\n" + "\n".join(first.record["test_list"])
 
 
 def test_mbpp_setup_variant_runs_setup_after_candidate(mbpp):
     p = next(p for p in mbpp if p.task_id == "367")
-    assert get_task("mbpp").program(p, "C").count("root = Node(1)") == 0
-    program = get_task("mbpp-setup").program(p, "C")
+    assert get_task("mbpp").execution.program(p, "C").count("root = Node(1)") == 0
+    program = get_task("mbpp-setup").execution.program(p, "C")
     assert program.startswith("C\n" + p.record["test_setup_code"])
 
 

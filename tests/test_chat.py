@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from codeeval.benchmarks.spec import Problem, TaskSpec
+from codeeval.benchmarks.spec import Problem, Prompting, TaskSpec
 from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, chat, demo_model, fim
 from codeeval.generation.transformers_backend import TransformersBackend
 
@@ -11,8 +11,8 @@ PROMPT = 'def add(a, b):\n    """Return a + b."""\n'
 
 
 def toy_task(extra=None):
-    return TaskSpec("toy", "toy", lambda o: [], ("\ndef",), lambda p, r, e: p.prompt + r, lambda p, c: c,
-                    lambda p: "", extra=extra or {})
+    return TaskSpec("toy", "toy", lambda o: [], ("\ndef",), lambda p, r, e: p.prompt + r, lambda p: "", (),
+                    prompting=Prompting(**(extra or {})))
 
 
 @pytest.fixture(scope="module")

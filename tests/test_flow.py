@@ -117,9 +117,9 @@ def test_a_failed_shard_fails_the_run_and_a_rerun_recomputes_only_it(prefect_api
         def program(problem, candidate):
             if problem.task_id == "HumanEval/3":
                 raise ValueError("program builder broke on HumanEval/3")
-            return spec.program(problem, candidate)
+            return spec.execution.program(problem, candidate)
 
-        return dataclasses.replace(spec, program=program)
+        return dataclasses.replace(spec, execution=dataclasses.replace(spec.execution, program=program))
 
     monkeypatch.setitem(registry.TASKS, "humaneval", broken)
     out = tmp_path / "run"

@@ -120,7 +120,7 @@ def problems():
 
 def task_for(problems):
     return TaskSpec("toy", "toy", lambda o: problems, ("\ndef", "\nclass"),
-                    lambda p, raw, extra: p.prompt + raw.split("\ndef")[0], lambda p, c: c, lambda p: "")
+                    lambda p, raw, extra: p.prompt + raw.split("\ndef")[0], lambda p: "", ())
 
 
 def spec(server, args=GenerationArgs(do_sample=False, max_new_tokens=64), **opts):

@@ -43,7 +43,7 @@ def make_task(problems, stops=STOPS):
                 cut = min(cut, i)
         return problem.prompt + raw[:cut]
 
-    return TaskSpec("toy", "toy", lambda o: problems, stops, postprocess, lambda p, c: c, lambda p: "")
+    return TaskSpec("toy", "toy", lambda o: problems, stops, postprocess, lambda p: "", ())
 
 
 def backend(model_dir, **kw):

@@ -1,0 +1,34 @@
+"""The score stage as plain library code: problems, completions and verdicts in, a TaskScore out."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Optional, Sequence
+
+from codeeval.benchmarks.spec import Problem, Sample, TaskSpec
+from codeeval.contracts import TaskScore
+from codeeval.execute import verdict_of
+
+
+def samples_of(problems: Sequence[Problem], generations: Sequence[dict],
+               executions: Optional[Sequence[dict]]) -> list[Sample]:
+    """Generation rows joined with their execution rows, in (problem, sample) order."""
+    verdicts = {(r["task_id"], r["sample"]): verdict_of(r) for r in executions or ()}
+    order = {p.task_id: p.index for p in problems}
+    rows = sorted(generations, key=lambda g: (order[g["task_id"]], g["sample"]))
+    return [Sample(g["task_id"], g["sample"], g["completion"], verdicts.get((g["task_id"], g["sample"])))
+            for g in rows]
+
+
+def score_samples(task: TaskSpec, problems: Sequence[Problem], samples: Sequence[Sample],
+                  ks: Sequence[int], ks_left_out: Sequence[int] = ()) -> TaskScore:
+    metrics: dict = {}
+    for metric in task.metrics:
+        metrics.update(metric.compute(problems, samples, ks))
+    primary = task.primary if task.primary in metrics else next(iter(metrics), task.primary)
+    judged = [s.verdict for s in samples if s.verdict is not None]
+    return TaskScore(
+        metrics=metrics, primary=primary, higher_is_better=task.metrics[0].higher_is_better,
+        problems=len({s.task_id for s in samples}), samples=len(samples),
+        passed=sum(bool(v.passed) for v in judged) if task.executes else None,
+        statuses=dict(sorted(Counter(v.status for v in judged).items())), ks_left_out=tuple(ks_left_out),
+    )
