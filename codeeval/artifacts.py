@@ -33,7 +33,7 @@ GENERATIONS_SCHEMA = pa.schema([
 ])
 EXECUTIONS_SCHEMA = pa.schema([
     ("task_id", pa.string()), ("sample", pa.int64()), ("status", pa.string()), ("passed", pa.bool_()),
-    ("exit_code", pa.int64()), ("duration_s", pa.float64()), ("stdout_tail", pa.string()),
+    ("exit_code", pa.int64()), ("duration_s", pa.float64()), ("cpu_s", pa.float64()), ("stdout_tail", pa.string()),
     ("stderr_tail", pa.string()), ("detail", pa.string()),
 ])
 

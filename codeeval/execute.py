@@ -21,7 +21,7 @@ def execute_rows(task: TaskSpec, problems: Sequence[Problem], generations: Seque
     outcomes = sandbox.run(build_programs(task, problems, generations), progress)
     return [
         {"task_id": g["task_id"], "sample": g["sample"], "status": o.status, "passed": o.passed,
-         "exit_code": o.exit_code, "duration_s": o.duration_s, "stdout_tail": o.stdout_tail,
+         "exit_code": o.exit_code, "duration_s": o.duration_s, "cpu_s": o.cpu_s, "stdout_tail": o.stdout_tail,
          "stderr_tail": o.stderr_tail, "detail": o.detail}
         for g, o in zip(generations, outcomes)
     ]
