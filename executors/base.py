@@ -139,16 +139,20 @@ def why(exit_code: Optional[int], finished: bool) -> str:
 
 
 def rlimit_spec(limits: Limits, timeout_s: float, nproc: bool = True) -> str:
-    """The CODEEVAL_RLIMITS string runner.apply_limits understands. RLIMIT_CPU is
-    ceil(timeout) + 1 s per process: a safety net under the sandbox's own CPU limit of the
-    whole tree. `nproc=False` leaves RLIMIT_NPROC as inherited (the Docker sandbox: see
-    Limits.nproc)."""
+    """The CODEEVAL_RLIMITS string runner.apply_limits understands. `nproc=False` leaves
+    RLIMIT_NPROC as inherited (the Docker sandbox: see Limits.nproc).
+
+    RLIMIT_CPU is only a safety net under the sandbox's own CPU limit of the whole tree, so it
+    sits well above it: 2 * ceil(timeout) + 1 s per process. The kernel checks it against
+    tick-sampled CPU time (CONFIG_TICK_CPU_ACCOUNTING), which runs ahead of the precise
+    count when the CPU is shared with many short-lived processes: at ceil(timeout) + 1 it
+    killed MBPP 123 at 2.8 s of real CPU (a 3 s limit) during a loaded run."""
     mib = 1024 * 1024
     return ",".join([
         f"as={limits.memory_mb * mib}",
         *([f"nproc={limits.nproc}"] if nproc else []),
         f"fsize={limits.fsize_mb * mib}",
         f"nofile={limits.nofile}",
-        f"cpu={math.ceil(timeout_s) + 1}",
+        f"cpu={2 * math.ceil(timeout_s) + 1}",
         "core=0",
     ])

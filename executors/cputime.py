@@ -2,7 +2,8 @@
 
 Why CPU time: a wall-clock limit judges the same program differently on a busy and an
 idle machine (a program that needs 1.8 s of CPU times out at 3 s when it gets half a
-core). CPU seconds do not depend on load, so the verdict does not either; a wall-clock
+core). CPU seconds do not depend on how many processes share the CPU, so the verdict does
+not either (they still depend on the CPU's speed: docs/deviations.md, row 5); a wall-clock
 backstop (base.wall_backstop) still ends programs that sleep or block.
 
 Why the whole tree: a program whose main thread waits while a thread, a child or an

@@ -15,7 +15,7 @@ from codeeval.executors.local import LocalSandbox
 
 CPU_DETAIL = "CPU time limit 1s exceeded"
 BACKSTOP_DETAIL = "wall-clock backstop {:g}s exceeded (the program slept or blocked)"
-# Stopped by the sandbox's own reading of the tree's CPU: RLIMIT_CPU (per process, 2 s
+# Stopped by the sandbox's own reading of the tree's CPU: RLIMIT_CPU (per process, 3 s
 # here) or the backstop would stop these later, with more CPU used.
 PRECISE_CPU_S = 1.5
 
