@@ -3,9 +3,9 @@
 Each container runs `docker_server.py` as PID 1, which executes one program at a time
 in a fresh forked child (rlimits, a CPU-time limit read from the container's cgroup, a
 wall-clock backstop, capped output, process-group and whole-container kill, scratch wiped
-between programs). The host talks to it over the
-`docker run -i` client's stdin/stdout (length-prefixed JSON), so a program costs a fork
-and a round trip instead of a `docker run` (0.2-0.3 s).
+between programs). The host talks to it over the `docker run -i` client's stdin/stdout
+(length-prefixed JSON), so a program costs a fork and a round trip instead of a
+`docker run` (0.2-0.3 s).
 
 Containers: --network none, read-only root, size-capped tmpfs scratch, --pids-limit,
 --memory (no swap), --cpus, --cap-drop ALL, no-new-privileges, a non-root uid per

@@ -110,6 +110,8 @@ def test_cpu_burners_stop_at_the_cpu_limit(run, attack):
     the wall-clock backstop (busy_orphan's program itself sleeps while its orphan burns)."""
     outcome = run["outcomes"][f"attack/{attack}"]
     assert (outcome.status, outcome.detail) == (TIMEOUT, f"CPU time limit {TIMEOUT_S:g}s exceeded")
+    # Stopped when the server read the limit passed, not later by RLIMIT_CPU or the backstop.
+    assert TIMEOUT_S < outcome.cpu_s < TIMEOUT_S + 0.5, outcome.cpu_s
 
 
 def test_long_sleep_stops_at_the_wall_clock_backstop(run):
