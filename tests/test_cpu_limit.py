@@ -1,6 +1,7 @@
-"""The per-program limit is CPU time of the whole process tree, for real, in both sandboxes:
-a CPU burner stops at its CPU limit, a sleeper only at the wall-clock backstop, sleeping
-costs nothing, and the reference solutions keep their verdicts while every core is busy."""
+"""The per-program limit is CPU time of the whole process tree, for real, in both sandboxes
+(and in the Docker server's /proc fall-back): a CPU burner stops at its CPU limit, a sleeper
+only at the wall-clock backstop, sleeping costs nothing, and the reference solutions keep
+their verdicts while every core is busy."""
 from __future__ import annotations
 
 import dataclasses
@@ -31,15 +32,31 @@ PROGRAMS = [
 ]
 
 
-@pytest.fixture(scope="module", params=["docker", "local"])
-def outcomes(request):
-    if request.param == "docker":
+CGROUP_COUNTERS = ("/sys/fs/cgroup/cpuacct/cpuacct.usage", "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage",
+                   "/sys/fs/cgroup/cpu.stat")
+
+
+@pytest.fixture(scope="module", params=["docker", "docker-without-cgroup", "local"])
+def sandbox_run(request):
+    """(the sandbox's name, its outcomes of PROGRAMS by key, the CPU clocks its servers use)."""
+    if request.param == "local":
+        sandbox = LocalSandbox(n_workers=2)
+    else:
         ensure_images()
         sandbox = ds.DockerSandbox(n_workers=2)
-    else:
-        sandbox = LocalSandbox(n_workers=2)
+        if request.param == "docker-without-cgroup":  # hides the counters: the server sums /proc
+            sandbox.run_flags += ["--tmpfs", "/sys/fs/cgroup:ro"]
     with sandbox:
-        return {o.key: o for o in sandbox.run(PROGRAMS)}
+        clocks = set()
+        if isinstance(sandbox, ds.DockerSandbox):
+            sandbox.start()
+            clocks = {w.hello["cpu_clock"] for w in sandbox._workers}
+        return request.param, {o.key: o for o in sandbox.run(PROGRAMS)}, clocks
+
+
+@pytest.fixture
+def outcomes(sandbox_run):
+    return sandbox_run[1]
 
 
 def test_infinite_loop_stops_at_its_cpu_limit(outcomes):
@@ -67,14 +84,22 @@ def test_a_child_burning_cpu_counts(outcomes):
     assert 1.0 < o.cpu_s < PRECISE_CPU_S
 
 
-def test_docker_reads_the_cpu_of_the_container_cgroup():
+def test_docker_reads_the_container_cgroup_else_proc(sandbox_run):
+    name, _, clocks = sandbox_run
+    if name == "docker":
+        assert len(clocks) == 1 and clocks <= set(CGROUP_COUNTERS), clocks
+    elif name == "docker-without-cgroup":
+        assert clocks == {"/proc"}
+    else:
+        assert name == "local" and not clocks  # no server: the process group's /proc times
+
+
+def test_docker_cpu_cannot_outgrow_the_wall_clock():
+    """--cpus 1: the server need not read the CPU before the wall clock reaches the limit."""
     ensure_images()
     with ds.DockerSandbox(n_workers=1) as sb:
         sb.start()
-        hello = sb._workers[0].hello
-    assert hello["cpu_clock"] in ("/sys/fs/cgroup/cpuacct/cpuacct.usage",
-                                  "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage", "/sys/fs/cgroup/cpu.stat")
-    assert hello["cpu_rate"] == 1.0  # --cpus 1: the CPU cannot grow faster than the wall clock
+        assert sb._workers[0].hello["cpu_rate"] == 1.0
 
 
 def test_reference_verdicts_hold_while_every_core_is_busy():
