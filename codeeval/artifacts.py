@@ -34,7 +34,7 @@ GENERATIONS_SCHEMA = pa.schema([
 ])
 EXECUTIONS_SCHEMA = pa.schema([
     ("task_id", pa.string()), ("sample", pa.int64()), ("status", pa.string()), ("passed", pa.bool_()),
-    ("exit_code", pa.int64()), ("duration_s", pa.float64()), ("stdout_tail", pa.string()),
+    ("exit_code", pa.int64()), ("duration_s", pa.float64()), ("cpu_s", pa.float64()), ("stdout_tail", pa.string()),
     ("stderr_tail", pa.string()), ("detail", pa.string()),
     # the judged detail (benchmarks/spec.py Verdict): per-test codes, named sub-verdicts, a produced value
     ("tests", pa.list_(pa.int8())), ("subsets", pa.map_(pa.string(), pa.bool_())), ("answer", pa.string()),

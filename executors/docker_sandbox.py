@@ -1,10 +1,11 @@
 """Docker sandbox: a pool of long-lived, locked-down containers, one per worker slot.
 
 Each container runs `docker_server.py` as PID 1, which executes one program at a time
-in a fresh forked child (rlimits, wall timeout, capped output, process-group and
-whole-container kill, scratch wiped between programs). The host talks to it over the
-`docker run -i` client's stdin/stdout (length-prefixed JSON), so a program costs a fork
-and a round trip instead of a `docker run` (0.2-0.3 s).
+in a fresh forked child (rlimits, a CPU-time limit read from the container's cgroup, a
+wall-clock backstop, capped output, process-group and whole-container kill, scratch wiped
+between programs). The host talks to it over the `docker run -i` client's stdin/stdout
+(length-prefixed JSON), so a program costs a fork and a round trip instead of a
+`docker run` (0.2-0.3 s).
 
 Containers: --network none, read-only root, size-capped tmpfs scratch, --pids-limit,
 --memory (no swap), --cpus, --cap-drop ALL, no-new-privileges, a non-root uid per
@@ -63,7 +64,7 @@ class ContainerLimits:
     tmpfs_mb: int = 256  # size of the /tmp scratch tmpfs (program files and captured output)
     shm_mb: int = 64  # --shm-size (/dev/shm, wiped between programs too)
     start_timeout_s: float = 60.0  # how long a new container may take to answer
-    grace_s: float = 15.0  # host-side slack over a program's timeout before the container is declared dead
+    grace_s: float = 15.0  # host-side slack over a program's wall backstop before the container is declared dead
 
 
 def _owner_id(pid: int | None = None) -> str:
@@ -173,6 +174,7 @@ class _Worker:
             hello = self._receive(time.monotonic() + sandbox.container.start_timeout_s)
             if not hello.get("ready"):
                 raise WorkerDied(f"unexpected greeting {hello!r}")
+            self.hello = hello  # the server's pid, uid, python and CPU clock
         except BaseException:
             self.stop()
             raise
@@ -181,7 +183,8 @@ class _Worker:
         """Queue a program (the server runs its requests one at a time, in order)."""
         limits = self.sandbox.limits
         request = {
-            "key": program.key, "code": program.code, "timeout": program.timeout_s, "guard": program.guard,
+            "key": program.key, "code": program.code, "timeout": program.timeout_s, "wall": program.backstop_s,
+            "guard": program.guard,
             # No RLIMIT_NPROC: the kernel counts it per uid host-wide (no user namespace), so
             # containers would share it; the container's --pids-limit bounds the processes.
             "rlimits": rlimit_spec(limits, program.timeout_s, nproc=False), "tail": limits.tail_bytes,
@@ -197,7 +200,7 @@ class _Worker:
 
     def receive(self, program: Program, since: float) -> dict:
         """The answer for `program`, the oldest one sent; it may have started at `since` at the earliest."""
-        response = self._receive(since + program.timeout_s + self.sandbox.container.grace_s)
+        response = self._receive(since + program.backstop_s + self.sandbox.container.grace_s)
         if response.get("key") != program.key:
             raise WorkerDied(f"protocol error: answer for {response.get('key')!r}, expected {program.key!r}")
         return response
@@ -438,7 +441,8 @@ class DockerSandbox(Sandbox):
 
     @staticmethod
     def _outcome(program: Program, r: dict) -> Outcome:
-        return classify(program, r["exit_code"], r["finished"], r["timed_out"], r["duration"], r["stdout"], r["stderr"])
+        return classify(program, r["exit_code"], r["finished"], r["wall_expired"], r["duration"], r["cpu"],
+                        r["stdout"], r["stderr"])
 
     # -- clean-up -------------------------------------------------------------------------
     def close(self) -> None:

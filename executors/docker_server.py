@@ -4,10 +4,17 @@ The Docker sandbox starts one long-lived container per worker slot with this scr
 as PID 1 and talks to it over the container's stdin/stdout: frames of a 4-byte
 big-endian length followed by UTF-8 JSON.
 
-    -> {"ready": true, ...}                                    once, at start
-    <- {"key": str, "code": str, "timeout": float, "guard": bool, "rlimits": str, "tail": int}
-    -> {"key": str, "exit_code": int|null, "finished": bool, "timed_out": bool,
-        "duration": float, "stdout": str, "stderr": str}        one per request
+    -> {"ready": true, "cpu_clock": str, "cpu_rate": float, ...}   once, at start
+    <- {"key": str, "code": str, "timeout": float, "wall": float, "guard": bool,
+        "rlimits": str, "tail": int}
+    -> {"key": str, "exit_code": int|null, "finished": bool, "wall_expired": bool,
+        "duration": float, "cpu": float, "stdout": str, "stderr": str}   one per request
+
+`timeout` is a limit of CPU seconds, `wall` the wall-clock backstop. The CPU is read
+from the container's own cgroup (cputime.container_clock; `cpu_clock` names the file):
+it counts the server, idle while it waits, and every thread, child and orphan of the
+program. It is read before the fork, again only once the program could have used its
+limit (cputime.watch), and after every process is dead: `cpu` is the tree's total.
 
 Each program runs in a fresh child forked from this pre-imported interpreter: its own
 session and process group, the rlimits of runner.apply_limits, stdin /dev/null,
@@ -15,8 +22,8 @@ stdout/stderr into files on the /out tmpfs (capped by RLIMIT_FSIZE and the tmpfs
 size), a fresh working directory, and runner.execute, which writes the one-time nonce
 to fd 3 only when the program ran to its end (runner.py says what that does and does
 not prove). The server keeps its own descriptors of the two output files and reads the
-tails through them, never by path (the program may replace the paths). After the wall
-timeout or the child's exit, every other process in the container is killed (the
+tails through them, never by path (the program may replace the paths). After the CPU
+limit, the wall backstop or the child's exit, every other process in the container is killed (the
 process group first, then kill(-1), which also reaches detached daemons), the orphans
 are reaped, and the scratch space (/tmp, /dev/shm) is wiped. As PID 1 of its PID
 namespace the server cannot be killed by the programs (the kernel drops such signals
@@ -40,7 +47,8 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import runner  # noqa: E402  (copied beside this file in the image)
+import cputime  # noqa: E402  (copied beside this file in the image)
+import runner  # noqa: E402
 
 # Pre-import what the runner and typical benchmark programs import, so that each
 # forked child starts warm. (Programs get fresh globals; module objects are shared.)
@@ -210,29 +218,39 @@ def _prepare() -> None:
     os.makedirs(OUT, mode=0o700, exist_ok=True)
 
 
-def _wait(pid: int, timeout: float, channel: Channel) -> tuple[int | None, bool]:
-    """Wait for the child up to `timeout`, or until the host hangs up.
+def _wait(pid: int, used: cputime.Clock, cpu_limit: float, wall_limit: float, rate: float,
+          channel: Channel) -> tuple[int | None, str]:
+    """Wait for the child until it exits, the CPU it `used` passes `cpu_limit`, `wall_limit`
+    passes, or the host hangs up.
 
-    Returns (wait status or None, timed_out)."""
-    deadline = time.monotonic() + timeout
+    Returns (wait status or None, cputime.ENDED | CPU | WALL)."""
     try:
         pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
         pidfd = None
-    try:
+    status = None
+
+    def wait(seconds: float) -> bool:
+        nonlocal status
+        deadline = time.monotonic() + seconds
         while True:
-            wpid, status = os.waitpid(pid, os.WNOHANG)
+            wpid, wstatus = os.waitpid(pid, os.WNOHANG)
             if wpid == pid:
-                return status, False
+                status = wstatus
+                return True
+            if channel.eof:
+                return True
             left = deadline - time.monotonic()
             if left <= 0:
-                return None, True
-            if channel.eof:
-                return None, False
+                return False
             waits = [channel.rfd] + ([pidfd] if pidfd is not None else [])
             ready, _, _ = select.select(waits, [], [], left if pidfd is not None else min(left, 0.002))
             if channel.rfd in ready:
                 channel.fill()
+
+    try:
+        why = cputime.watch(wait, used, cpu_limit, wall_limit, rate)
+        return status, why
     finally:
         if pidfd is not None:
             os.close(pidfd)
@@ -256,7 +274,7 @@ def _precompile(code: str):
     return None if caught else compiled
 
 
-def run_one(req: dict, devnull: int, channel: Channel) -> tuple[dict, bool]:
+def run_one(req: dict, devnull: int, channel: Channel, clock: cputime.Clock, rate: float) -> tuple[dict, bool]:
     """Run one program; returns (response, clean) where clean says the scratch space is restored."""
     nonce = secrets.token_hex(16)
     limit = int(req.get("tail", 2048))
@@ -266,6 +284,7 @@ def run_one(req: dict, devnull: int, channel: Channel) -> tuple[dict, bool]:
     # the paths afterwards would let the program swap in a FIFO (open blocks forever) or a link.
     out_fd = os.open(f"{OUT}/stdout", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     err_fd = os.open(f"{OUT}/stderr", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    cpu_before = clock()  # before the fork: the child's every CPU second counts
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
@@ -274,7 +293,8 @@ def run_one(req: dict, devnull: int, channel: Channel) -> tuple[dict, bool]:
         finally:
             os._exit(70)
     os.close(marker_w)
-    status, timed_out = _wait(pid, float(req.get("timeout", 3.0)), channel)
+    status, why = _wait(pid, lambda: clock() - cpu_before, float(req.get("timeout", 3.0)),
+                        float(req["wall"]), rate, channel)
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -287,8 +307,9 @@ def run_one(req: dict, devnull: int, channel: Channel) -> tuple[dict, bool]:
         "key": req.get("key"),
         "exit_code": os.waitstatus_to_exitcode(status),
         "finished": runner.completed(marker_r, nonce),  # closes marker_r
-        "timed_out": timed_out,
+        "wall_expired": why == cputime.WALL,
         "duration": duration,
+        "cpu": clock() - cpu_before,  # every process is dead and reaped: the tree's total
         "stdout": runner.read_tail(out_fd, limit),
         "stderr": runner.read_tail(err_fd, limit),
     }
@@ -320,14 +341,17 @@ def main() -> int:
         if os.path.isdir(path):
             _wipe(path)
     _prepare()
-    channel.send({"ready": True, "pid": os.getpid(), "uid": os.getuid(), "python": sys.version.split()[0]})
+    clock, source = cputime.container_clock()
+    rate = cputime.max_rate()
+    channel.send({"ready": True, "pid": os.getpid(), "uid": os.getuid(), "python": sys.version.split()[0],
+                  "cpu_clock": source, "cpu_rate": rate})
     while True:
         req = channel.receive()
         if req is None:
             return 0
         sys.stdout.flush()
         sys.stderr.flush()
-        response, clean = run_one(req, devnull, channel)
+        response, clean = run_one(req, devnull, channel, clock, rate)
         if channel.eof:
             return 0
         channel.send(response)

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository (editable install)
 # that a change to the server rebuilds in seconds, not the packages (~1 min) or the base.
 BASE_FILES = ("containers/base/rootfs.sh",)
 PACKAGES_FILES = ("containers/python/requirements.txt", "containers/python/stage.sh")
-PYTHON_FILES = ("containers/build.sh", "executors/runner.py", "executors/docker_server.py")
+PYTHON_FILES = ("containers/build.sh", "executors/runner.py", "executors/cputime.py", "executors/docker_server.py")
 
 
 def _digest(files: tuple[str, ...], parent: str = "") -> str:

@@ -2,11 +2,16 @@
 
 For development and trusted code (`--executor local`). It isolates resources, not
 the file system or network: untrusted model output belongs in the Docker sandbox.
+
+The CPU limit counts the program's process group, read from /proc (cputime.group_clock):
+the harness shares its cgroup, so the cgroup's counter would count the harness too. A
+process that leaves the group (setsid) escapes the count as it escapes the kill.
 """
 from __future__ import annotations
 
 import os
 import secrets
+import select
 import shutil
 import signal
 import subprocess
@@ -17,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
-from codeeval.executors import runner
+from codeeval.executors import cputime, runner
 from codeeval.executors.base import Limits, Outcome, Program, Progress, Sandbox, classify, rlimit_spec
 
 RUNNER = Path(__file__).with_name("runner.py")
@@ -30,6 +35,7 @@ class LocalSandbox(Sandbox):
         self.n_workers = n_workers or os.cpu_count() or 1
         self.limits = limits
         self.python = python
+        self.rate = cputime.max_rate()
 
     def run(self, programs: Sequence[Program], progress: Progress = None) -> list[Outcome]:
         def one(program: Program) -> Outcome:
@@ -82,21 +88,46 @@ class LocalSandbox(Sandbox):
             )
             for name in ("nonce_r", "marker_w"):  # the child's now
                 os.close(fds.pop(name))
-            timed_out = False
-            try:
-                proc.wait(timeout=program.timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
+            why, cpu = _watch(proc.pid, program, self.rate)
             _kill_group(proc.pid)
             proc.wait()
             duration = time.monotonic() - started
             finished = runner.completed(fds.pop("marker_r"), nonce)  # closes it
             limit = self.limits.tail_bytes
-            return classify(program, proc.returncode, finished, timed_out, duration,
+            return classify(program, proc.returncode, finished, why == cputime.WALL, duration, cpu,
                             runner.read_tail(fds["out"], limit), runner.read_tail(fds["err"], limit))
         finally:
             for fd in fds.values():
                 os.close(fd)
+
+
+def _watch(pid: int, program: Program, rate: float) -> tuple[str, float]:
+    """Wait until the program (the leader of process group `pid`) exits or breaks a limit;
+    returns (cputime.ENDED | CPU | WALL, the group's CPU seconds). Read before the leader is
+    reaped: an exited leader stays a zombie, its times (and its reaped children's) still in
+    /proc."""
+    clock = cputime.group_clock(pid)
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+
+    def exited(seconds: float) -> bool:
+        if pidfd is not None:
+            return bool(select.select([pidfd], [], [], seconds)[0])
+        deadline = time.monotonic() + seconds
+        while not os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(min(0.01, max(0.0, deadline - time.monotonic())))
+        return True
+
+    try:
+        why = cputime.watch(exited, clock, program.timeout_s, program.backstop_s, rate)
+        return why, clock()
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def _kill_group(pgid: int) -> None:

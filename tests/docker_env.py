@@ -10,6 +10,8 @@ import gzip
 import json
 import os
 import subprocess
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,6 +38,37 @@ def humaneval_programs(n: int | None = None):
                 + f"check({p['entry_point']})", timeout_s=3.0, guard=True)
         for p in problems[:n]
     ]
+
+
+def mbpp_programs(setup: bool = False):
+    """The MBPP reference oracle: the test split (task ids 11-510), each reference solution with
+    its asserts, as bigcode runs it (`setup=False`: test_setup_code ignored, so task 367 fails
+    with a NameError) or with test_setup_code between the code and the asserts."""
+    from codeeval.executors.base import Program
+
+    with open(DATA / "mbpp" / "mbpp.jsonl") as fh:
+        records = [r for r in map(json.loads, fh) if 11 <= int(r["task_id"]) <= 510]
+    return [
+        Program(str(r["task_id"]), r["code"] + "\n" + (r["test_setup_code"] + "\n" if setup else "")
+                + "\n".join(r["test_list"]), timeout_s=3.0, guard=True)
+        for r in records
+    ]
+
+
+@contextmanager
+def busy_cores():
+    """Keep every core busy (one CPU-bound process per core, at least two) while the block
+    runs, as other jobs on a shared machine would; the processes are killed whatever happens."""
+    hogs = []
+    try:
+        for _ in range(max(2, os.cpu_count() or 1)):
+            hogs.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+        yield hogs
+    finally:
+        for hog in hogs:
+            hog.kill()
+        for hog in hogs:
+            hog.wait()
 
 
 def our_containers(owner: str | None = None, sandbox_id: str | None = None) -> list[str]:

@@ -19,7 +19,7 @@ import pytest
 from docker_env import container_ids, ensure_images, humaneval_programs, our_containers, processes_in
 
 from codeeval.executors import docker_sandbox as ds
-from codeeval.executors.base import FAILED, PASSED, TIMEOUT, Limits, Program
+from codeeval.executors.base import FAILED, PASSED, TIMEOUT, Limits, Program, wall_backstop
 
 ATTACKS = Path(__file__).resolve().parent / "adversarial"
 TIMEOUT_S = 2.0
@@ -29,6 +29,8 @@ LIMITS = Limits(memory_mb=512)
 EXPECTED = {
     "fork_bomb": {TIMEOUT, FAILED},
     "infinite_loop": {TIMEOUT},
+    "spinning_threads": {TIMEOUT},
+    "busy_orphan": {TIMEOUT},
     "long_sleep": {TIMEOUT},
     "read_stdin": {FAILED},
     "output_flood": {FAILED, TIMEOUT},
@@ -102,6 +104,22 @@ def test_attack_is_judged_failed(run, attack):
     assert run["canary"] not in outcome.stdout_tail + outcome.stderr_tail
 
 
+@pytest.mark.parametrize("attack", ["infinite_loop", "spinning_threads", "busy_orphan"])
+def test_cpu_burners_stop_at_the_cpu_limit(run, attack):
+    """The CPU of every thread, child and orphan counts: these stop at the CPU limit, not at
+    the wall-clock backstop (busy_orphan's program itself sleeps while its orphan burns)."""
+    outcome = run["outcomes"][f"attack/{attack}"]
+    assert (outcome.status, outcome.detail) == (TIMEOUT, f"CPU time limit {TIMEOUT_S:g}s exceeded")
+    # Stopped when the server read the limit passed, not later by RLIMIT_CPU or the backstop.
+    assert TIMEOUT_S < outcome.cpu_s < TIMEOUT_S + 0.5, outcome.cpu_s
+
+
+def test_long_sleep_stops_at_the_wall_clock_backstop(run):
+    outcome = run["outcomes"]["attack/long_sleep"]
+    assert (outcome.status, outcome.detail) == (
+        TIMEOUT, f"wall-clock backstop {wall_backstop(TIMEOUT_S):g}s exceeded (the program slept or blocked)")
+
+
 def test_other_samples_still_judged_right(run):
     bad = [(p.key, run["outcomes"][p.key].status, run["outcomes"][p.key].stderr_tail[-300:])
            for p in run["good"] if run["outcomes"][p.key].status != PASSED]
@@ -114,7 +132,8 @@ def test_no_container_was_lost(run):
 
 
 def test_run_stays_fast(run):
-    # 22 attacks (a handful of 2 s timeouts) + 40 programs on 2 workers.
+    # 24 attacks (a handful stopped at 2 s of CPU, one sleeper at the 11 s backstop) + 40
+    # programs on 2 workers.
     assert run["elapsed"] < 30
 
 

@@ -1,5 +1,5 @@
 # Fork bomb: every process forks forever. Contained by the container's --pids-limit (not
-# RLIMIT_NPROC, which is per uid host-wide); killed at the wall timeout with its whole
+# RLIMIT_NPROC, which is per uid host-wide); killed at the CPU limit with its whole
 # process group and kill(-1).
 import os
 

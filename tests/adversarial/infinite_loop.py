@@ -1,3 +1,3 @@
-# Infinite loop: only the wall timeout (and RLIMIT_CPU) ends it.
+# Infinite loop: the CPU-time limit ends it (RLIMIT_CPU per process is the safety net).
 while True:
     pass

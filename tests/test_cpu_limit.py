@@ -1,0 +1,120 @@
+"""The per-program limit is CPU time of the whole process tree, for real, in both sandboxes
+(and in the Docker server's /proc fall-back): a CPU burner stops at its CPU limit, a sleeper
+only at the wall-clock backstop, sleeping costs nothing, and the reference solutions keep
+their verdicts while every core is busy."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from docker_env import busy_cores, ensure_images, humaneval_programs, mbpp_programs
+
+from codeeval.executors import docker_sandbox as ds
+from codeeval.executors.base import PASSED, TIMEOUT, Program
+from codeeval.executors.local import LocalSandbox
+
+CPU_DETAIL = "CPU time limit 1s exceeded"
+BACKSTOP_DETAIL = "wall-clock backstop {:g}s exceeded (the program slept or blocked)"
+# Stopped by the sandbox's own reading of the tree's CPU: RLIMIT_CPU (per process, 3 s
+# here) or the backstop would stop these later, with more CPU used.
+PRECISE_CPU_S = 1.5
+
+PROGRAMS = [
+    Program("loop", "while True:\n    pass", timeout_s=1.0),
+    Program("sleep", "import time\ntime.sleep(3600)", timeout_s=1.0),
+    Program("sleep-short-backstop", "import time\ntime.sleep(3600)", timeout_s=1.0, wall_s=2.0),
+    # 2 s of sleep under a 1 s limit: sleeping uses no CPU, so it passes.
+    Program("sleep-then-work", "import time\ntime.sleep(2)\nassert sum(range(10 ** 5)) == 4999950000", timeout_s=1.0),
+    # The program waits; its child burns the CPU.
+    Program("busy-child", "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'while True: pass'])",
+            timeout_s=1.0, guard=False),
+]
+
+
+CGROUP_COUNTERS = ("/sys/fs/cgroup/cpuacct/cpuacct.usage", "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage",
+                   "/sys/fs/cgroup/cpu.stat")
+
+
+@pytest.fixture(scope="module", params=["docker", "docker-without-cgroup", "local"])
+def sandbox_run(request):
+    """(the sandbox's name, its outcomes of PROGRAMS by key, the CPU clocks its servers use)."""
+    if request.param == "local":
+        sandbox = LocalSandbox(n_workers=2)
+    else:
+        ensure_images()
+        sandbox = ds.DockerSandbox(n_workers=2)
+        if request.param == "docker-without-cgroup":  # hides the counters: the server sums /proc
+            sandbox.run_flags += ["--tmpfs", "/sys/fs/cgroup:ro"]
+    with sandbox:
+        clocks = set()
+        if isinstance(sandbox, ds.DockerSandbox):
+            sandbox.start()
+            clocks = {w.hello["cpu_clock"] for w in sandbox._workers}
+        return request.param, {o.key: o for o in sandbox.run(PROGRAMS)}, clocks
+
+
+@pytest.fixture
+def outcomes(sandbox_run):
+    return sandbox_run[1]
+
+
+def test_infinite_loop_stops_at_its_cpu_limit(outcomes):
+    o = outcomes["loop"]
+    assert (o.status, o.detail) == (TIMEOUT, CPU_DETAIL)
+    assert 1.0 < o.cpu_s < PRECISE_CPU_S
+
+
+def test_sleep_stops_at_the_wall_clock_backstop(outcomes):
+    default, short = outcomes["sleep"], outcomes["sleep-short-backstop"]
+    assert (default.status, default.detail) == (TIMEOUT, BACKSTOP_DETAIL.format(3 * 1.0 + 5))
+    assert (short.status, short.detail) == (TIMEOUT, BACKSTOP_DETAIL.format(2.0))
+    assert default.cpu_s < 1.0 and short.cpu_s < 1.0
+
+
+def test_sleeping_does_not_count(outcomes):
+    o = outcomes["sleep-then-work"]
+    assert o.status == PASSED, (o.detail, o.stderr_tail)
+    assert o.cpu_s < 1.0
+
+
+def test_a_child_burning_cpu_counts(outcomes):
+    o = outcomes["busy-child"]
+    assert (o.status, o.detail) == (TIMEOUT, CPU_DETAIL)
+    assert 1.0 < o.cpu_s < PRECISE_CPU_S
+
+
+def test_docker_reads_the_container_cgroup_else_proc(sandbox_run):
+    name, _, clocks = sandbox_run
+    if name == "docker":
+        assert len(clocks) == 1 and clocks <= set(CGROUP_COUNTERS), clocks
+    elif name == "docker-without-cgroup":
+        assert clocks == {"/proc"}
+    else:
+        assert name == "local" and not clocks  # no server: the process group's /proc times
+
+
+def test_docker_cpu_cannot_outgrow_the_wall_clock():
+    """--cpus 1: the server need not read the CPU before the wall clock reaches the limit."""
+    ensure_images()
+    with ds.DockerSandbox(n_workers=1) as sb:
+        sb.start()
+        assert sb._workers[0].hello["cpu_rate"] == 1.0
+
+
+def test_reference_verdicts_hold_while_every_core_is_busy():
+    """MBPP's task 123 needs most of its 3 s; with a wall-clock limit it timed out on a busy
+    machine. Under CPU limits bigcode's oracle verdicts hold with every core taken."""
+    ensure_images()
+    mbpp = mbpp_programs()
+    with_setup = [dataclasses.replace(p, key=f"setup/{p.key}") for p in mbpp_programs(setup=True)]
+    humaneval = humaneval_programs()
+    assert (len(mbpp), len(with_setup), len(humaneval)) == (500, 500, 164)
+    with busy_cores() as hogs:
+        with ds.DockerSandbox() as sb:  # the default: one worker per core
+            outcomes = {o.key: o for o in sb.run(mbpp + with_setup + humaneval)}
+        assert all(hog.poll() is None for hog in hogs), "the cores were not busy throughout"
+    failing = {p.key: (outcomes[p.key].status, outcomes[p.key].detail)
+               for p in mbpp + with_setup + humaneval if not outcomes[p.key].passed}
+    assert list(failing) == ["367"], failing  # bigcode: MBPP 499/500, the setup variant 500/500
+    assert "NameError" in outcomes["367"].stderr_tail
