@@ -36,14 +36,16 @@ def group_inputs(problem: Problem) -> dict[str, list]:
     return {g: record[f"{g}_input"] for g in GROUPS}
 
 
-def problem_file(problem: Problem, mode: str, times: Optional[Mapping[str, list]] = None) -> bytes:
-    """problem.pkl for the harness: inputs per group and, for checks, their CPU limits."""
+def problem_file(problem: Problem, mode: str, truth: Optional[Mapping[str, Any]] = None) -> bytes:
+    """problem.pkl for the harness: inputs per group and, for checks, their CPU limits and which
+    expected outputs it recomputes (`truth` is the truth run's JSON header)."""
     groups = []
     for name, inputs in group_inputs(problem).items():
         group: dict[str, Any] = {"name": name, "inputs": inputs}
-        if times is not None:
-            limits = [max(MIN_TIME_LIMIT_S, TIME_LIMIT_FACTOR * t) for t in times[name]]
-            group.update(limits=limits, budget=min(GROUP_CAP_S, sum(limits)) + 2.0)
+        if truth is not None:
+            limits = [max(MIN_TIME_LIMIT_S, TIME_LIMIT_FACTOR * t) for t in truth["times"][name]]
+            group.update(limits=limits, budget=min(GROUP_CAP_S, sum(limits)) + 2.0,
+                         recompute=frozenset(truth["recompute"][name]))
         groups.append(group)
     record = problem.record
     return pickle.dumps({"mode": mode, "entry_point": record["entry_point"], "atol": record["atol"],
@@ -62,18 +64,26 @@ def truth_key(problem: Problem) -> str:
                   r["canonical_solution"], r["base_input"], r["plus_input"])
 
 
+def canonical(problem: Problem) -> bytes:
+    return (problem.record["prompt"] + problem.record["canonical_solution"]).encode()
+
+
 def truth_program(problem: Problem) -> Program:
-    source = (problem.record["prompt"] + problem.record["canonical_solution"]).encode()
     return Program(f"truth:{problem.task_id}", HARNESS, timeout_s=TRUTH_TIMEOUT_S, guard=False, preimport=("numpy",),
-                   files={"problem.pkl": problem_file(problem, "truth"), "solution.py": source})
+                   files={"problem.pkl": problem_file(problem, "truth"), "solution.py": canonical(problem)})
 
 
 def prepared(problem: Problem, truth: bytes) -> Prepared:
     header, _, expected = truth.partition(b"\n")
-    times = json.loads(header)["times"]
-    files = {"problem.pkl": problem_file(problem, "check", times), "expected.pkl": expected}
+    header = json.loads(header)
+    files = {"problem.pkl": problem_file(problem, "check", header), "expected.pkl": expected}
+    recomputed = sum(len(ix) for ix in header["recompute"].values())
+    if recomputed:
+        files["canonical.py"] = canonical(problem)
+    # the program's CPU limit: every group's budget, and the recomputed outputs' own time
+    spent = sum(t for name, ix in header["recompute"].items() for i, t in enumerate(header["times"][name]) if i in ix)
     budgets = pickle.loads(files["problem.pkl"])["groups"]
-    return Prepared(files, sum(g["budget"] for g in budgets) + 2.0)
+    return Prepared(files, sum(g["budget"] for g in budgets) + 2 * spent + 2.0)
 
 
 def expected_outputs(problems: Sequence[Problem], sandbox) -> dict[str, Prepared]:

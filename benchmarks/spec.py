@@ -61,6 +61,11 @@ class Execution(abc.ABC):
 
     runtime: str = "python"  # which sandbox image and runner executes the job
 
+    def shard_key(self, problem: Problem) -> Optional[str]:
+        """Problems whose keys differ never share a shard (repo-level: one repository per
+        shard, so that a per-repository lock serializes them). None: no constraint."""
+        return None
+
     def prepare(self, problems: Sequence[Problem], sandbox) -> Mapping[str, Any]:
         return {}
 

@@ -79,6 +79,20 @@ def plan_task(config: RunConfig, name: str) -> TaskPlan:
         ks, left_out = [], []
     else:
         ks, left_out = resolve_ks(name, n_min, config.k, spec.default_ks)
-    size = config.shard_size
-    shards = [(i, min(i + size, len(problems))) for i in range(0, len(problems), size)]
-    return TaskPlan(spec, problems, counts, ks, left_out, shards)
+    return TaskPlan(spec, problems, counts, ks, left_out, shard_ranges(spec, problems, config.shard_size))
+
+
+def _no_key(problem: Problem) -> None:
+    return None
+
+
+def shard_ranges(spec: TaskSpec, problems: list[Problem], size: int) -> list[tuple[int, int]]:
+    """[start, stop) ranges of at most `size` problems; a task whose execution has a shard key
+    (repo-level: the repository) also starts a new shard wherever the key changes."""
+    key = spec.execution.shard_key if spec.execution is not None else _no_key
+    shards, start = [], 0
+    for i in range(1, len(problems) + 1):
+        if i == len(problems) or i - start == size or (key(problems[i]) != key(problems[start])):
+            shards.append((start, i))
+            start = i
+    return shards

@@ -17,7 +17,7 @@ import abc
 import math
 import signal
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 # Outcome.status values.
 PASSED = "passed"
@@ -37,6 +37,7 @@ class Limits:
     fsize_mb: int = 64  # RLIMIT_FSIZE: largest file the program may write (also caps captured output)
     nofile: int = 256  # RLIMIT_NOFILE
     tail_bytes: int = 2048  # how much of stdout/stderr is kept in the executions table
+    result_bytes: int = 32 * 1024 * 1024  # how much of the result channel comes back (Outcome.result)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,14 @@ class Program:
     `timeout_s` is the reference harness's limit in seconds, enforced as CPU seconds of
     the program's whole process tree (so that the verdict does not depend on the machine's
     load); `wall_s` overrides the wall-clock backstop for programs that sleep or block
-    (default: wall_backstop(timeout_s))."""
+    (default: wall_backstop(timeout_s)).
+
+    For harness programs (EvalPlus, APPS, DS-1000): `files` are written into the working
+    directory before the program starts; `preimport` names modules imported before the guard
+    (the guard breaks `import numpy`, which the reference harnesses import before it);
+    `merge_stderr` sends Python's stderr into stdout (bigcode's PAL reads one swallowed
+    stream); whatever the program writes to the descriptor named by the environment
+    variable CODEEVAL_RESULT_FD comes back as `Outcome.result`."""
 
     key: str
     code: str
@@ -55,11 +63,21 @@ class Program:
     # programs it breaks (os.getcwd, subprocess, exit, ...) fail exactly as they do there.
     guard: bool = True
     wall_s: Optional[float] = None
+    files: Mapping[str, bytes] = field(default_factory=dict)
+    preimport: tuple[str, ...] = ()
+    merge_stderr: bool = False
 
     @property
     def backstop_s(self) -> float:
         """The wall-clock limit this program runs under."""
         return self.wall_s if self.wall_s is not None else wall_backstop(self.timeout_s)
+
+
+def safe_name(name: str) -> str:
+    """A Program.files name: one plain file name, never a path out of the working directory."""
+    if not name or "/" in name or name in (".", "..") or "\0" in name:
+        raise ValueError(f"program file names must be plain file names, got {name!r}")
+    return name
 
 
 def wall_backstop(timeout_s: float) -> float:
@@ -84,6 +102,7 @@ class Outcome:
     stderr_tail: str = ""
     detail: str = field(default="")  # why: 'no completion marker', 'killed by signal 9', ...
     cpu_s: Optional[float] = None  # CPU seconds of the program's process tree (None: not run)
+    result: bytes = b""  # what the program wrote to its result channel (CODEEVAL_RESULT_FD)
 
 
 Progress = Optional[Callable[[int], None]]  # called with the number of programs just finished
@@ -109,13 +128,14 @@ class Sandbox(abc.ABC):
 
 
 def classify(program: Program, exit_code: Optional[int], finished: bool, wall_expired: bool, duration_s: float,
-             cpu_s: float, stdout: str = "", stderr: str = "") -> Outcome:
+             cpu_s: float, stdout: str = "", stderr: str = "", result: bytes = b"") -> Outcome:
     """The verdict, the same for every sandbox: timeout when the program's CPU time passed its
     limit -- whenever the sandbox noticed, so that the verdict depends on the CPU used, not
     on when it was read -- or the wall-clock backstop ran out (`wall_expired`); otherwise
     passed only with exit status 0 *and* the completion marker (`finished`), else failed."""
     def outcome(status: str, detail: str = "") -> Outcome:
-        return Outcome(program.key, status, status == PASSED, exit_code, duration_s, stdout, stderr, detail, cpu_s)
+        return Outcome(program.key, status, status == PASSED, exit_code, duration_s, stdout, stderr, detail, cpu_s,
+                       result)
 
     if cpu_s > program.timeout_s:
         return outcome(TIMEOUT, f"CPU time limit {program.timeout_s:g}s exceeded")

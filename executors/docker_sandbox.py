@@ -17,6 +17,7 @@ removes any whose owner is gone. Limits and defaults: docs/security.md.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import select
@@ -35,7 +36,7 @@ from typing import Optional, Sequence
 
 from codeeval.executors import images
 from codeeval.executors.base import (
-    SANDBOX_ERROR, Limits, Outcome, Program, Progress, Sandbox, classify, rlimit_spec,
+    SANDBOX_ERROR, Limits, Outcome, Program, Progress, Sandbox, classify, rlimit_spec, safe_name,
 )
 
 LABEL = "codeeval.sandbox"
@@ -188,6 +189,9 @@ class _Worker:
             # No RLIMIT_NPROC: the kernel counts it per uid host-wide (no user namespace), so
             # containers would share it; the container's --pids-limit bounds the processes.
             "rlimits": rlimit_spec(limits, program.timeout_s, nproc=False), "tail": limits.tail_bytes,
+            "result_bytes": limits.result_bytes, "preimport": list(program.preimport),
+            "merge_stderr": program.merge_stderr,
+            "files": {safe_name(n): base64.b64encode(d).decode() for n, d in program.files.items()},
         }
         body = json.dumps(request).encode()
         data = memoryview(struct.pack(">I", len(body)) + body)
@@ -279,7 +283,7 @@ class DockerSandbox(Sandbox):
         self.id = uuid.uuid4().hex[:12]  # label value of this sandbox's containers
         check_available(self.image, docker)
         sweep_stale(docker)
-        out_mb = 2 * limits.fsize_mb + 8  # captured stdout + stderr, each capped by RLIMIT_FSIZE
+        out_mb = 3 * limits.fsize_mb + 8  # stdout, stderr and the result channel, each capped by RLIMIT_FSIZE
         memory = container.memory_mb or (limits.memory_mb + container.tmpfs_mb + out_mb + container.shm_mb + 256)
         self.run_flags = [
             "--network", "none",
@@ -442,7 +446,7 @@ class DockerSandbox(Sandbox):
     @staticmethod
     def _outcome(program: Program, r: dict) -> Outcome:
         return classify(program, r["exit_code"], r["finished"], r["wall_expired"], r["duration"], r["cpu"],
-                        r["stdout"], r["stderr"])
+                        r["stdout"], r["stderr"], base64.b64decode(r.get("result", "")))
 
     # -- clean-up -------------------------------------------------------------------------
     def close(self) -> None:

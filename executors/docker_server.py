@@ -36,6 +36,7 @@ cannot restore a clean state; the host then replaces the container.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import select
@@ -69,6 +70,7 @@ ENV = {
     "MKL_NUM_THREADS": "1",
     "MPLBACKEND": "Agg",
     "MPLCONFIGDIR": WORK,
+    "CODEEVAL_RESULT_FD": "4",  # the result channel (runner.py): /out/result, read back whole
 }
 REAP_DEADLINE_S = 5.0
 
@@ -128,7 +130,8 @@ class Channel:
             data = data[os.write(self.wfd, data):]
 
 
-def _child(req: dict, compiled, nonce: str, marker_w: int, out_fd: int, err_fd: int, devnull: int) -> None:
+def _child(req: dict, compiled, nonce: str, marker_w: int, out_fd: int, err_fd: int, result_fd: int,
+           devnull: int) -> None:
     """In the forked child: isolate, limit, run. Never returns."""
     os.setsid()
     _prctl_dumpable(1)
@@ -145,11 +148,13 @@ def _child(req: dict, compiled, nonce: str, marker_w: int, out_fd: int, err_fd: 
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
     os.dup2(marker_w, 3)
-    os.closerange(4, 1 << 16)
+    os.dup2(result_fd, 4)
+    os.closerange(5, 1 << 16)
     os.chdir(WORK)  # the environment is ENV already (set once in main, inherited)
     sys.argv = ["<program>"]
     runner.apply_limits(req.get("rlimits", ""))
-    runner.execute(req["code"], bool(req.get("guard", True)), 3, nonce, compiled=compiled)
+    runner.execute(req["code"], bool(req.get("guard", True)), 3, nonce, compiled=compiled,
+                   preimport=tuple(req.get("preimport", ())), merge_stderr=bool(req.get("merge_stderr")))
 
 
 def _kill_everything_else() -> bool:
@@ -199,14 +204,42 @@ def _wipe(path: str) -> bool:
     return ok
 
 
+def _write_files(files: dict) -> list[str]:
+    """The program's data files (base64 in the request) into its working directory."""
+    written = []
+    for name, data in files.items():
+        if not name or "/" in name or name in (".", ".."):
+            continue  # the host never sends such names (base.safe_name); never follow one
+        path = os.path.join(WORK, name)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            view = memoryview(base64.b64decode(data))
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        written.append(path)
+    return written
+
+
+def _remove_files(paths: list[str]) -> None:
+    """Remove the data files again if they are still plain files (anything else: _wipe)."""
+    for path in paths:
+        try:
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                os.unlink(path)
+        except OSError:
+            pass
+
+
 def _pristine() -> bool:
     """True when the program left nothing behind (the common case): no wipe needed.
-    /out's two files are truncated before the next program starts."""
+    /out's files are truncated before the next program starts."""
     try:
         work = os.lstat(WORK)
         return (stat.S_ISDIR(work.st_mode) and stat.S_IMODE(work.st_mode) == 0o700
                 and os.listdir("/tmp") == ["work"] and not os.listdir(WORK)
-                and set(os.listdir(OUT)) <= {"stdout", "stderr"}
+                and set(os.listdir(OUT)) <= {"stdout", "stderr", "result"}
                 and all(stat.S_ISREG(os.lstat(f"{OUT}/{n}").st_mode) for n in os.listdir(OUT))
                 and (not os.path.isdir("/dev/shm") or not os.listdir("/dev/shm")))
     except OSError:
@@ -284,12 +317,14 @@ def run_one(req: dict, devnull: int, channel: Channel, clock: cputime.Clock, rat
     # the paths afterwards would let the program swap in a FIFO (open blocks forever) or a link.
     out_fd = os.open(f"{OUT}/stdout", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     err_fd = os.open(f"{OUT}/stderr", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    result_fd = os.open(f"{OUT}/result", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    written = _write_files(req.get("files") or {})
     cpu_before = clock()  # before the fork: the child's every CPU second counts
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         try:
-            _child(req, compiled, nonce, marker_w, out_fd, err_fd, devnull)
+            _child(req, compiled, nonce, marker_w, out_fd, err_fd, result_fd, devnull)
         finally:
             os._exit(70)
     os.close(marker_w)
@@ -312,9 +347,11 @@ def run_one(req: dict, devnull: int, channel: Channel, clock: cputime.Clock, rat
         "cpu": clock() - cpu_before,  # every process is dead and reaped: the tree's total
         "stdout": runner.read_tail(out_fd, limit),
         "stderr": runner.read_tail(err_fd, limit),
+        "result": base64.b64encode(runner.read_head(result_fd, int(req.get("result_bytes", 0)))).decode(),
     }
-    os.close(out_fd)
-    os.close(err_fd)
+    for fd in (out_fd, err_fd, result_fd):
+        os.close(fd)
+    _remove_files(written)
     if not _pristine():
         for path in SCRATCH_DIRS:
             if os.path.isdir(path):
@@ -327,6 +364,15 @@ def run_one(req: dict, devnull: int, channel: Channel, clock: cputime.Clock, rat
     return response, clean
 
 
+def _warm_numpy() -> None:
+    """Import numpy once here (after ENV pins its thread pools to one thread, so that the server
+    forks no threads), so that harness programs and `import numpy` in programs start warm."""
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        pass
+
+
 def main() -> int:
     channel = Channel(os.dup(0), os.dup(1))
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -337,6 +383,7 @@ def main() -> int:
     _prctl_dumpable(0)
     os.environ.clear()  # nothing of the container's environment reaches the programs
     os.environ.update(ENV)
+    _warm_numpy()
     for path in SCRATCH_DIRS:
         if os.path.isdir(path):
             _wipe(path)

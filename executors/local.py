@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 from codeeval.executors import cputime, runner
-from codeeval.executors.base import Limits, Outcome, Program, Progress, Sandbox, classify, rlimit_spec
+from codeeval.executors.base import Limits, Outcome, Program, Progress, Sandbox, classify, rlimit_spec, safe_name
 
 RUNNER = Path(__file__).with_name("runner.py")
 
@@ -57,6 +57,8 @@ class LocalSandbox(Sandbox):
     def _run_in(self, scratch: Path, program: Program) -> Outcome:
         workdir = scratch / "work"
         workdir.mkdir()
+        for name, data in program.files.items():
+            (workdir / safe_name(name)).write_bytes(data)
         source = scratch / "program.py"
         source.write_text(program.code, encoding="utf-8")
         nonce = secrets.token_hex(16)
@@ -70,6 +72,7 @@ class LocalSandbox(Sandbox):
             # Kept open here: the tails are read through these descriptors, never by path.
             fds["out"] = os.open(scratch / "stdout", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
             fds["err"] = os.open(scratch / "stderr", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+            fds["result"] = os.open(scratch / "result", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
             env = {
                 "PATH": "/usr/local/bin:/usr/bin:/bin",
                 "HOME": str(workdir),
@@ -79,12 +82,15 @@ class LocalSandbox(Sandbox):
                 "CODEEVAL_MARKER_FD": str(fds["marker_w"]),
                 "CODEEVAL_GUARD": "1" if program.guard else "0",
                 "CODEEVAL_RLIMITS": rlimit_spec(self.limits, program.timeout_s),
+                "CODEEVAL_RESULT_FD": str(fds["result"]),
+                "CODEEVAL_PREIMPORT": ",".join(program.preimport),
+                "CODEEVAL_MERGE_STDERR": "1" if program.merge_stderr else "0",
             }
             started = time.monotonic()
             proc = subprocess.Popen(
                 [self.python, "-I", str(RUNNER), str(source)],
                 cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=fds["out"], stderr=fds["err"],
-                start_new_session=True, pass_fds=(fds["nonce_r"], fds["marker_w"]), close_fds=True,
+                start_new_session=True, pass_fds=(fds["nonce_r"], fds["marker_w"], fds["result"]), close_fds=True,
             )
             for name in ("nonce_r", "marker_w"):  # the child's now
                 os.close(fds.pop(name))
@@ -95,7 +101,8 @@ class LocalSandbox(Sandbox):
             finished = runner.completed(fds.pop("marker_r"), nonce)  # closes it
             limit = self.limits.tail_bytes
             return classify(program, proc.returncode, finished, why == cputime.WALL, duration, cpu,
-                            runner.read_tail(fds["out"], limit), runner.read_tail(fds["err"], limit))
+                            runner.read_tail(fds["out"], limit), runner.read_tail(fds["err"], limit),
+                            runner.read_head(fds["result"], self.limits.result_bytes))
         finally:
             for fd in fds.values():
                 os.close(fd)

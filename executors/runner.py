@@ -65,16 +65,23 @@ def compile_program(code: str):
     return compile(code, "<program>", "exec", dont_inherit=True)
 
 
-def execute(code: str, guard: bool, marker_fd: int, nonce: str, compiled=None) -> None:
+def execute(code: str, guard: bool, marker_fd: int, nonce: str, compiled=None, preimport=(),
+            merge_stderr: bool = False) -> None:
     """Execute `code`; never returns. Exit status 0 + marker means it ran to its end.
 
     `compiled`, if given, is `compile_program(code)` done beforehand (the Docker sandbox's
-    server compiles in the parent, sparing every forked child that work)."""
+    server compiles in the parent, sparing every forked child that work). `preimport`:
+    modules imported before the guard; `merge_stderr`: Python's stderr is stdout from here on
+    (one stream, in the order written, as bigcode's swallow_io captures it)."""
     write = os.write  # keep references: the guard and the program may replace module attributes
     exit_now = os._exit
     try:
         if compiled is None:
             compiled = compile_program(code)
+        for module in preimport:
+            __import__(module)
+        if merge_stderr:
+            sys.stderr = sys.stdout
         if guard:
             reliability_guard()
         exec(compiled, {})  # noqa: S102 - this is the point of the sandbox
@@ -132,6 +139,15 @@ def read_tail(fd: int, limit: int) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def read_head(fd: int, limit: int) -> bytes:
+    """Parent side: the first `limit` bytes of a file (the result channel), through the parent's
+    own descriptor, like read_tail."""
+    try:
+        return os.pread(fd, max(0, min(limit, os.fstat(fd).st_size)), 0)
+    except OSError:
+        return b""
+
+
 def apply_limits(spec: str) -> None:
     """Apply rlimits given as 'as=BYTES,nproc=N,fsize=BYTES,nofile=N,cpu=SECONDS,core=0' (any subset)."""
     import resource
@@ -165,9 +181,11 @@ def main(argv: list[str]) -> None:
     marker_fd = int(os.environ.pop("CODEEVAL_MARKER_FD", "-1"))
     nonce = _read_nonce(nonce_fd)
     guard = os.environ.pop("CODEEVAL_GUARD", "1") == "1"
+    preimport = tuple(filter(None, os.environ.pop("CODEEVAL_PREIMPORT", "").split(",")))
+    merge_stderr = os.environ.pop("CODEEVAL_MERGE_STDERR", "0") == "1"
     with open(argv[1], encoding="utf-8") as fh:
         code = fh.read()
-    execute(code, guard, marker_fd, nonce)
+    execute(code, guard, marker_fd, nonce, preimport=preimport, merge_stderr=merge_stderr)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,20 @@ def data_dir() -> Path:
     return DATA
 
 
+@pytest.fixture(scope="session", autouse=True)
+def codeeval_cache(tmp_path_factory):
+    """codeeval's own cache (EvalPlus's expected outputs) lives in the session's temp dir, for
+    in-process code and the CLI subprocesses the tests start."""
+    path = tmp_path_factory.mktemp("codeeval-cache")
+    previous = os.environ.get("CODEEVAL_CACHE")
+    os.environ["CODEEVAL_CACHE"] = str(path)
+    yield path
+    if previous is None:
+        os.environ.pop("CODEEVAL_CACHE", None)
+    else:
+        os.environ["CODEEVAL_CACHE"] = previous
+
+
 @pytest.fixture(scope="session")
 def prefect_api():
     """A real Prefect API (temporary database and server) shared by the flow tests."""

@@ -1,9 +1,12 @@
 """Runs inside the sandbox (stdlib + numpy): EvalPlus's differential testing of one solution.
 
-Sent as the program's code, with three files in its working directory:
+Sent as the program's code, with these files in its working directory:
   problem.pkl   {"mode": "check" | "truth", "entry_point", "atol", "special", "groups": [
-                 {"name", "inputs", "limits" (CPU seconds per input), "budget" (CPU seconds in all)}]}
-  expected.pkl  the canonical solution's outputs per group name (written by "truth" mode)
+                 {"name", "inputs", "limits" (CPU seconds per input), "budget" (CPU seconds in all),
+                  "recompute" (indices of the outputs not shipped)}]}
+  expected.pkl  the canonical solution's outputs per group name (written by "truth" mode);
+                None where an output was too large to ship
+  canonical.py  the canonical solution, when some outputs must be recomputed
   solution.py   the program to test (the canonical solution itself in "truth" mode)
 
 "check" judges each input as the evalplus package's `unsafe_execute` does: a fresh namespace
@@ -14,8 +17,10 @@ float is expected, for the rest of the group), and stop at the group's first fai
 whose budget (EvalPlus's process timeout) runs out is "timeout". After each
 group one JSON line goes to the result channel (fd CODEEVAL_RESULT_FD):
   {"group", "status": "pass" | "fail" | "timeout", "tests": [1 pass, 0 wrong, -1 raised, -2 timed out]}
-"truth" writes one JSON line {"times": {group: [CPU seconds per input]}} and then the pickle
-of the outputs, which the host keeps as opaque bytes for later "check" runs.
+"truth" writes one JSON line {"times": {group: [CPU seconds per input]}, "recompute": {group:
+[indices]}} and then the pickle of the outputs, which the host keeps as opaque bytes for later
+"check" runs (HumanEval/15's outputs alone pickle to 147 MB: large ones are recomputed in the
+check from the canonical solution, on a copy of the input, not counted in the group's time).
 """
 import contextlib
 import copy
@@ -31,6 +36,7 @@ import time
 import numpy as np
 
 PASS, WRONG, RAISED, TIMED_OUT = 1, 0, -1, -2
+SHIP_MAX, SHIP_TOTAL = 64 * 1024, 16 * 1024 * 1024  # bytes of pickled expected output per input / in all
 
 
 class TimeLimit(Exception):
@@ -129,19 +135,50 @@ def matches(special, out, exp, inp, atol):
     return True, atol
 
 
+class Expected:
+    """The canonical outputs: shipped in expected.pkl, except the large ones (marked None there),
+    which are recomputed here from canonical.py on a copy of the input, off the group's clock."""
+
+    def __init__(self, problem, shipped):
+        self.problem, self.shipped, self.canonical = problem, shipped, None
+        self.spent = 0.0  # CPU seconds spent recomputing
+
+    def get(self, group, i, inp):
+        if i not in group.get("recompute", ()):
+            return self.shipped[group["name"]][i]
+        started = time.process_time()
+        if self.canonical is None:
+            with open("canonical.py", encoding="utf-8") as fh:
+                self.canonical = load(fh.read(), self.problem["entry_point"])
+        with swallowed():
+            out = expected_output(self.problem, self.canonical, inp)
+        self.spent += time.process_time() - started
+        return out
+
+
+def load(source, entry_point):
+    namespace = {}
+    exec(compile(source, "<solution>", "exec"), namespace)
+    return namespace[entry_point]
+
+
+def expected_output(problem, fn, inp):
+    out = fn(*copy.deepcopy(inp))
+    return out is not None if problem["special"] == "not_none" else out
+
+
 def check_group(source, problem, group, expected):
     started = time.process_time()
     tests = []
     try:
-        namespace = {}
         with swallowed():
-            exec(compile(source, "<solution>", "exec"), namespace)
-        fn = namespace[problem["entry_point"]]
+            fn = load(source, problem["entry_point"])
     except BaseException:
         return "fail", tests
     atol = problem["atol"]
-    for inp, exp, limit in zip(group["inputs"], expected, group["limits"]):
-        left = group["budget"] - (time.process_time() - started)
+    for i, (inp, limit) in enumerate(zip(group["inputs"], group["limits"])):
+        exp = expected.get(group, i, inp)
+        left = group["budget"] - (time.process_time() - started - expected.spent)
         if left <= 0:  # EvalPlus's parent kills the group's process: TIMEOUT
             return "timeout", tests
         try:
@@ -163,20 +200,26 @@ def check_group(source, problem, group, expected):
 
 
 def truth(source, problem):
-    namespace = {}
-    exec(compile(source, "<solution>", "exec"), namespace)
-    fn = namespace[problem["entry_point"]]
-    outputs, times = {}, {}
+    """Outputs and CPU seconds per input; outputs over SHIP_MAX bytes (or past SHIP_TOTAL in all)
+    are not shipped but named for recomputation."""
+    fn = load(source, problem["entry_point"])
+    outputs, times, recompute, total = {}, {}, {}, 0
     for group in problem["groups"]:
-        outs, spent = [], []
-        for inp in group["inputs"]:
-            inp = copy.deepcopy(inp)
+        outs, spent, big = [], [], []
+        for i, inp in enumerate(group["inputs"]):
             started = time.process_time()
-            out = fn(*inp)
+            out = expected_output(problem, fn, inp)
             spent.append(time.process_time() - started)
-            outs.append(out is not None if problem["special"] == "not_none" else out)
-        outputs[group["name"]], times[group["name"]] = outs, spent
-    return outputs, times
+            size = len(pickle.dumps(out))
+            if size > SHIP_MAX or total + size > SHIP_TOTAL:
+                out = None
+                big.append(i)
+            else:
+                total += size
+            outs.append(out)
+        name = group["name"]
+        outputs[name], times[name], recompute[name] = outs, spent, big
+    return outputs, times, recompute
 
 
 def report(data):
@@ -190,14 +233,14 @@ def main():
     with open("solution.py", encoding="utf-8") as fh:
         source = fh.read()
     if problem["mode"] == "truth":
-        outputs, times = truth(source, problem)
-        report(json.dumps({"times": times}).encode() + b"\n" + pickle.dumps(outputs))
+        outputs, times, recompute = truth(source, problem)
+        report(json.dumps({"times": times, "recompute": recompute}).encode() + b"\n" + pickle.dumps(outputs))
         return
     signal.signal(signal.SIGPROF, _on_prof)
     with open("expected.pkl", "rb") as fh:
-        expected = pickle.load(fh)
+        expected = Expected(problem, pickle.load(fh))
     for group in problem["groups"]:
-        status, tests = check_group(source, problem, group, expected[group["name"]])
+        status, tests = check_group(source, problem, group, expected)
         report(json.dumps({"group": group["name"], "status": status, "tests": tests}).encode() + b"\n")
 
 
