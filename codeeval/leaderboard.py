@@ -29,8 +29,9 @@ def table(results: list[dict]) -> str:
         for task, metrics in result.items():
             if task in ("config", "codeeval") or not isinstance(metrics, dict):
                 continue
-            for metric in metrics:
-                if (task, metric) not in columns:
+            for metric, value in metrics.items():
+                numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+                if numeric and (task, metric) not in columns:  # not BLEU's precisions list
                     columns.append((task, metric))
     header = ["model"] + [f"{task} {metric}" for task, metric in columns]
     rows = [[r.get("config", {}).get("model", "?")] +

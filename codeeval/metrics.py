@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from codeeval.benchmarks.spec import Metric, Problem, Sample
+from codeeval.bleu import CodeXGlueBleu, CorpusBleu
 from codeeval.errors import UsageError
 
 
@@ -116,4 +117,5 @@ class AnswerAccuracy(Metric):
 
 
 # name -> metric class, for `codeeval tasks` and families that look one up
-METRICS: dict[str, type[Metric]] = {"pass@k": PassAtK, "accuracy": AnswerAccuracy}
+METRICS: dict[str, type[Metric]] = {"pass@k": PassAtK, "accuracy": AnswerAccuracy, "bleu": CorpusBleu,
+                                     "smoothed_bleu": CodeXGlueBleu}
