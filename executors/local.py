@@ -26,6 +26,18 @@ from codeeval.executors import cputime, runner
 from codeeval.executors.base import Limits, Outcome, Program, Progress, Sandbox, classify, rlimit_spec, safe_name
 
 RUNNER = Path(__file__).with_name("runner.py")
+SCRATCH_PREFIX = "codeeval-scratch-"  # + the owner's pid: what a killed run leaves is found and removed
+
+
+def sweep_stale_scratch() -> list[Path]:
+    """Remove the scratch directories of sandboxes whose process is gone (a SIGKILLed run)."""
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
+        pid = path.name[len(SCRATCH_PREFIX):].split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 class LocalSandbox(Sandbox):
@@ -36,6 +48,7 @@ class LocalSandbox(Sandbox):
         self.limits = limits
         self.python = python
         self.rate = cputime.max_rate()
+        sweep_stale_scratch()
 
     def run(self, programs: Sequence[Program], progress: Progress = None) -> list[Outcome]:
         def one(program: Program) -> Outcome:
@@ -48,7 +61,7 @@ class LocalSandbox(Sandbox):
             return list(pool.map(one, programs))
 
     def _run_one(self, program: Program) -> Outcome:
-        scratch = Path(tempfile.mkdtemp(prefix="codeeval-"))
+        scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
         try:
             return self._run_in(scratch, program)
         finally:
@@ -83,6 +96,7 @@ class LocalSandbox(Sandbox):
                 "CODEEVAL_GUARD": "1" if program.guard else "0",
                 "CODEEVAL_RLIMITS": rlimit_spec(self.limits, program.timeout_s),
                 "CODEEVAL_RESULT_FD": str(fds["result"]),
+                "CODEEVAL_PARENT_PID": str(os.getpid()),
                 "CODEEVAL_PREIMPORT": ",".join(program.preimport),
                 "CODEEVAL_MERGE_STDERR": "1" if program.merge_stderr else "0",
             }

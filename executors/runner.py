@@ -175,7 +175,22 @@ def _read_nonce(fd: int) -> str:
     return b"".join(chunks).decode().strip()
 
 
+def die_with_parent(parent: int) -> None:
+    """SIGKILL this process when the thread that started it dies (a SIGKILLed harness leaves no
+    program behind); if that already happened, leave now."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def main(argv: list[str]) -> None:
+    die_with_parent(int(os.environ.pop("CODEEVAL_PARENT_PID", "0")) or os.getppid())
     apply_limits(os.environ.pop("CODEEVAL_RLIMITS", ""))
     nonce_fd = int(os.environ.pop("CODEEVAL_NONCE_FD", "-1"))
     marker_fd = int(os.environ.pop("CODEEVAL_MARKER_FD", "-1"))

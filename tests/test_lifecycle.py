@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -76,11 +77,11 @@ def workload(data_dir, tmp_path_factory):
     return root, generations, env
 
 
-def command(workload, data_dir, out: Path) -> list[str]:
+def command(workload, data_dir, out: Path, executor: str = "docker") -> list[str]:
     _, generations, _ = workload
     return [sys.executable, "-m", "codeeval", "run", "--tasks", "humaneval", "--limit", str(N_PROBLEMS),
             "--shard_size", str(SHARD), "--n_workers", "1", "--load_generations_path", str(generations),
-            "--allow_code_execution", "--data-dir", str(data_dir), "--output-dir", str(out)]
+            "--allow_code_execution", "--data-dir", str(data_dir), "--output-dir", str(out), "--executor", executor]
 
 
 def metrics_of_a_clean_run(workload, data_dir) -> dict:
@@ -92,18 +93,25 @@ def metrics_of_a_clean_run(workload, data_dir) -> dict:
     return json.loads((out / "humaneval" / "metrics.json").read_text())
 
 
-def stop_mid_run(workload, data_dir, out: Path, signum: int) -> tuple[int, int, str, set[int], float]:
+def running_programs(pid: int, executor: str) -> bool:
+    if executor == "docker":
+        return bool(owned_containers(pid))
+    return any(p != pid for p in children(pid) if "runner.py" in Path(f"/proc/{p}/cmdline").read_text(errors="replace"))
+
+
+def stop_mid_run(workload, data_dir, out: Path, signum: int,
+                 executor: str) -> tuple[int, int, str, set[int], float]:
     """Start a run, wait for its second execution shard, send `signum`; (pid, exit code, stderr,
     the run's processes before the signal, seconds from the signal to the exit)."""
     _, _, env = workload
     err = open(out.parent / f"{out.name}.stderr", "w+")
-    proc = subprocess.Popen(command(workload, data_dir, out), env=env, stdout=subprocess.DEVNULL, stderr=err,
-                            start_new_session=True)
+    proc = subprocess.Popen(command(workload, data_dir, out, executor), env=env, stdout=subprocess.DEVNULL,
+                            stderr=err, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
-        # mid-run: two execution shards on disk, and the sandbox of a later one running
+        # mid-run: two execution shards on disk, and a later shard's programs running
         while not ((out / "humaneval" / "executions" / "shard-00001.parquet").exists()
-                   and owned_containers(proc.pid)):
+                   and running_programs(proc.pid, executor)):
             assert proc.poll() is None, open(err.name).read()[-3000:]
             assert time.monotonic() < deadline, "the run never reached its third execution shard"
             time.sleep(0.1)
@@ -127,27 +135,31 @@ def assert_nothing_left(pid: int, tree: set[int], within_s: float = 10.0) -> Non
     assert not owned_containers(pid), f"containers of the run still there: {owned_containers(pid)}"
 
 
-def resume(workload, data_dir, out: Path) -> str:
+def resume(workload, data_dir, out: Path, executor: str) -> str:
     _, _, env = workload
-    done = subprocess.run(command(workload, data_dir, out), env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command(workload, data_dir, out, executor), env=env, capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 
 
-@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
-def test_a_stopped_run_leaves_nothing_behind_and_resumes(workload, data_dir, signum):
+@pytest.mark.parametrize("signum,executor", [(signal.SIGKILL, "docker"), (signal.SIGTERM, "docker"),
+                                             (signal.SIGKILL, "local")])
+def test_a_stopped_run_leaves_nothing_behind_and_resumes(workload, data_dir, signum, executor):
     root, _, _ = workload
     expected = metrics_of_a_clean_run(workload, data_dir)
-    out = root / f"stopped-{signal.Signals(signum).name}"
-    pid, code, stderr, tree, took = stop_mid_run(workload, data_dir, out, signum)
-    assert len(tree) > 2, "the run should have a Prefect server and docker clients as children"
+    out = root / f"stopped-{signal.Signals(signum).name}-{executor}"
+    pid, code, stderr, tree, took = stop_mid_run(workload, data_dir, out, signum, executor)
+    assert len(tree) > 2, "the run should have a Prefect server and sandbox processes as children"
     if signum == signal.SIGTERM:
         assert code == 128 + signal.SIGTERM and took < 10, (code, took, stderr[-2000:])
         assert "interrupted (SIGTERM); finished shards are kept" in stderr
     else:
         assert code == -signal.SIGKILL
     assert_nothing_left(pid, tree)
-    text = resume(workload, data_dir, out)
+    text = resume(workload, data_dir, out, executor)
+    # the next local sandbox removed the scratch directories the killed one left
+    assert not list(Path(tempfile.gettempdir()).glob(f"codeeval-scratch-{pid}-*"))
     done = int(text.split("generation and ")[1].split("/")[0])
     assert 2 <= done < N_PROBLEMS // SHARD, text
     assert json.loads((out / "humaneval" / "metrics.json").read_text()) == expected
