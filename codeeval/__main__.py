@@ -1,5 +1,3 @@
-import sys
+from codeeval.cli import entry
 
-from codeeval.cli import main
-
-sys.exit(main())
+entry()

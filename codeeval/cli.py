@@ -155,11 +155,7 @@ def run(config, phases: Phases) -> Optional[dict]:
     from codeeval import prefect_api
 
     prefect_environment()
-    server = None
-    if not prefect_api.configured_url():
-        server = prefect_api.TemporaryServer().start()
-        os.environ["PREFECT_API_URL"] = server.url
-    try:
+    with prefect_api.api_for_run() as server:
         from codeeval import hub
         from codeeval.plan import check
         from codeeval.preflight import check_model, check_outputs, check_sandbox, plan_task
@@ -172,40 +168,31 @@ def run(config, phases: Phases) -> Optional[dict]:
         check_model(config)
         check_sandbox(config)
         phases.mark("checks")
-        for name in config.tasks:  # loads data, validates k and generations files
-            plan_task(config, name)
+        plans = [plan_task(config, name) for name in config.tasks]  # loads data, validates k, generations
         phases.mark("data")
         from codeeval.flows.evaluate import evaluate
 
         phases.mark("prefect import")
-        if server is not None:
-            try:
-                server.wait_ready()
-            except RuntimeError as exc:
-                raise RunFailed(str(exc)) from None
-        phases.mark("prefect start")
-        results = evaluate(config)
-        phases.mark("flow")
-        return results
-    finally:
-        if server is not None:
-            _drain_prefect()
-            server.stop()
+        from codeeval.executors.pool import POOL
 
-
-def _drain_prefect() -> None:
-    """Send Prefect's queued logs and events while its server still runs (else its exit hooks
-    retry against a stopped server)."""
-    if "prefect.logging.handlers" not in sys.modules:
-        return
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-
-    for worker in (APILogWorker, EventsWorker):
         try:
-            worker.drain_all(timeout=5)
-        except Exception:  # noqa: BLE001 - best effort on the way out
-            pass
+            if server is not None:
+                if any(plan.spec.executes for plan in plans) and not config.generation_only:
+                    from codeeval.plan import sandbox_spec
+
+                    POOL.prestart(sandbox_spec(config))  # the sandbox's containers start meanwhile too
+                prefect_api.warm_up()  # what the flow imports, while the server still boots
+                try:
+                    server.wait_ready()
+                except RuntimeError as exc:
+                    raise RunFailed(str(exc)) from None
+            phases.mark("prefect start")
+            with prefect_api.run_settings(server):
+                results = evaluate(config)
+            phases.mark("flow")
+            return results
+        finally:
+            POOL.close()
 
 
 def _value(value) -> str:
@@ -329,5 +316,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
+def entry() -> None:
+    """The console script: main(), then leave at once. Every resource of the run is closed and
+    Prefect's queues are drained by then; the interpreter's own teardown (module GC, Prefect's
+    exit hooks) would add half a second to every command."""
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

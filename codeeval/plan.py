@@ -13,6 +13,7 @@ from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec
 from codeeval.config import BACKENDS, EXECUTORS, RunConfig
 from codeeval.errors import UsageError
+from codeeval.executors import Limits, SandboxSpec
 from codeeval.generation import BackendSpec, backend_class
 from codeeval.metrics import resolve_ks
 
@@ -63,6 +64,10 @@ def backend_spec(config: RunConfig, device: Optional[str] = None) -> BackendSpec
         generations_path=config.load_generations_path, device=device,
         options=tuple(sorted(config.backend_options.items())),
     )
+
+
+def sandbox_spec(config: RunConfig) -> SandboxSpec:
+    return SandboxSpec(config.executor, config.n_workers, Limits(memory_mb=config.memory_mb))
 
 
 def plan_task(config: RunConfig, name: str) -> TaskPlan:

@@ -19,6 +19,8 @@ import signal
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Sequence
 
+from codeeval.executors.cputime import MAX_SLOWDOWN, REFERENCE_S
+
 # Outcome.status values.
 PASSED = "passed"
 FAILED = "failed"
@@ -38,6 +40,9 @@ class Limits:
     nofile: int = 256  # RLIMIT_NOFILE
     tail_bytes: int = 2048  # how much of stdout/stderr is kept in the executions table
     result_bytes: int = 32 * 1024 * 1024  # how much of the result channel comes back (Outcome.result)
+    # CPU seconds of the speed check at the reference speed: a slower machine stretches the
+    # CPU limits of programs that reach them (cputime.slowdown, docs/deviations.md)
+    speed_reference_s: float = REFERENCE_S
 
 
 @dataclass(frozen=True)
@@ -128,7 +133,8 @@ class Sandbox(abc.ABC):
 
 
 def classify(program: Program, exit_code: Optional[int], finished: bool, wall_expired: bool, duration_s: float,
-             cpu_s: float, stdout: str = "", stderr: str = "", result: bytes = b"") -> Outcome:
+             cpu_s: float, stdout: str = "", stderr: str = "", result: bytes = b"",
+             slowdown: float = 1.0) -> Outcome:
     """The verdict, the same for every sandbox: timeout when the program's CPU time passed its
     limit -- whenever the sandbox noticed, so that the verdict depends on the CPU used, not
     on when it was read -- or the wall-clock backstop ran out (`wall_expired`); otherwise
@@ -137,10 +143,12 @@ def classify(program: Program, exit_code: Optional[int], finished: bool, wall_ex
         return Outcome(program.key, status, status == PASSED, exit_code, duration_s, stdout, stderr, detail, cpu_s,
                        result)
 
-    if cpu_s > program.timeout_s:
-        return outcome(TIMEOUT, f"CPU time limit {program.timeout_s:g}s exceeded")
+    stretched = f" (x{slowdown:.2f}: this machine ran the speed check slower than the reference)" if slowdown > 1 else ""
+    if cpu_s > program.timeout_s * slowdown:
+        return outcome(TIMEOUT, f"CPU time limit {program.timeout_s:g}s exceeded{stretched}")
     if wall_expired:
-        return outcome(TIMEOUT, f"wall-clock backstop {program.backstop_s:g}s exceeded (the program slept or blocked)")
+        return outcome(TIMEOUT, f"wall-clock backstop {program.backstop_s * slowdown:g}s exceeded "
+                                f"(the program slept or blocked){stretched}")
     if exit_code == 0 and finished:
         return outcome(PASSED)
     return outcome(FAILED, why(exit_code, finished))
@@ -163,7 +171,8 @@ def rlimit_spec(limits: Limits, timeout_s: float, nproc: bool = True) -> str:
     RLIMIT_NPROC as inherited (the Docker sandbox: see Limits.nproc).
 
     RLIMIT_CPU is only a safety net under the sandbox's own CPU limit of the whole tree, so it
-    sits well above it: 2 * ceil(timeout) + 1 s per process. The kernel checks it against
+    sits well above it, stretched as far as a slow machine may stretch the limit:
+    2 * ceil(timeout * MAX_SLOWDOWN) + 1 s per process. The kernel checks it against
     tick-sampled CPU time (CONFIG_TICK_CPU_ACCOUNTING), which runs ahead of the precise
     count when the CPU is shared with many short-lived processes: at ceil(timeout) + 1 it
     killed MBPP 123 at 2.8 s of real CPU (a 3 s limit) during a loaded run."""
@@ -173,6 +182,6 @@ def rlimit_spec(limits: Limits, timeout_s: float, nproc: bool = True) -> str:
         *([f"nproc={limits.nproc}"] if nproc else []),
         f"fsize={limits.fsize_mb * mib}",
         f"nofile={limits.nofile}",
-        f"cpu={2 * math.ceil(timeout_s) + 1}",
+        f"cpu={2 * math.ceil(timeout_s * MAX_SLOWDOWN) + 1}",
         "core=0",
     ])

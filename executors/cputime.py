@@ -37,6 +37,13 @@ WALL = "wall"  # the wall-clock backstop passed
 
 MIN_POLL_S = 0.005  # the shortest pause between two readings: bounds the polling near the limit
 
+# The speed check (`slowdown`): CPU seconds of `_speed_work` at the reference speed, the speed
+# at which MBPP 123's canonical solution needs 1.8 s (its share of bigcode's 3 s limit on the
+# machines the oracle was measured on; the two run in a steady ratio of ~200:1 whatever the
+# host's speed). A limit is stretched by at most MAX_SLOWDOWN.
+REFERENCE_S = 0.009
+MAX_SLOWDOWN = 4.0
+
 _CGROUP_V1_CPUACCT = ("/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct")
 _CGROUP_V1_CPU = ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct")
 _CGROUP_V2 = "/sys/fs/cgroup"
@@ -44,30 +51,76 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 
 def watch(wait: Callable[[float], bool], used: Clock, cpu_limit: float, wall_limit: float,
-          rate: float) -> str:
+          rate: float, stretch: Optional[Callable[[], float]] = None) -> tuple[str, float]:
     """Wait until `wait` reports the end (ENDED), the CPU used passes `cpu_limit` (CPU) or
-    `wall_limit` seconds pass (WALL).
+    `wall_limit` seconds pass (WALL); returns that and the factor the limits were stretched by.
 
     `wait(seconds)` blocks up to that long and returns True to end the watch. `used()` is the
     program's CPU seconds so far; `rate` an upper bound of the CPU seconds it can use per wall
     second (max_rate). No reading is needed until (limit - used) / rate seconds have passed:
     the CPU used cannot reach the limit sooner. So an idle or single-threaded program is
     read a handful of times, and a program burning CPU is stopped within MIN_POLL_S of its
-    limit (plus the kernel's accounting tick)."""
+    limit (plus the kernel's accounting tick).
+
+    `stretch()`, asked once when the CPU first passes the limit, returns the machine's current
+    slowdown against the reference speed (>= 1, see `slowdown`): both limits grow by it, so
+    that a slow or shared host does not time out programs that fit the reference's limit."""
     started = time.monotonic()
     backstop = started + wall_limit
     check_at = started + cpu_limit / rate
+    factor = 1.0
     while True:
         now = time.monotonic()
         if now >= check_at:
-            left = cpu_limit - used()
+            left = cpu_limit * factor - used()
+            if left < 0 and stretch is not None and factor == 1.0:
+                factor = stretch()
+                backstop = started + wall_limit * factor
+                left = cpu_limit * factor - used()
             if left < 0:
-                return CPU
+                return CPU, factor
             check_at = now + max(left / rate, MIN_POLL_S)
         if now >= backstop:
-            return WALL
+            return WALL, factor
         if wait(min(check_at, backstop) - now):
-            return ENDED
+            if stretch is not None and factor == 1.0 and used() > cpu_limit:
+                factor = stretch()  # it ended past the limit between two readings: judged alike
+            return ENDED, factor
+
+
+def _speed_work() -> int:
+    """What benchmark programs spend their time on: loops, list comprehensions, arithmetic."""
+    return sum(sum([d for d in range(1, n) if n % d == 0]) for n in range(2, 1000))
+
+
+def slowdown(reference_s: float = REFERENCE_S) -> float:
+    """How much slower than the reference this thread runs Python right now: the best of three
+    timings of `_speed_work` in this thread's own CPU time, over `reference_s`, within
+    [1, MAX_SLOWDOWN]. A faster machine keeps the reference's limits as they are."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.thread_time()
+        _speed_work()
+        best = min(best, time.thread_time() - started)
+    return min(MAX_SLOWDOWN, max(1.0, best / reference_s))
+
+
+def paused_slowdown(pgid: int, reference_s: float = REFERENCE_S) -> float:
+    """`slowdown`, measured while the program's process group is stopped (it would compete
+    for the same CPU quota)."""
+    import signal
+
+    try:
+        os.killpg(pgid, signal.SIGSTOP)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        return slowdown(reference_s)
+    finally:
+        try:
+            os.killpg(pgid, signal.SIGCONT)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def max_rate() -> float:

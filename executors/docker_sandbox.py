@@ -190,6 +190,7 @@ class _Worker:
             # containers would share it; the container's --pids-limit bounds the processes.
             "rlimits": rlimit_spec(limits, program.timeout_s, nproc=False), "tail": limits.tail_bytes,
             "result_bytes": limits.result_bytes, "preimport": list(program.preimport),
+            "speed_reference": limits.speed_reference_s,
             "merge_stderr": program.merge_stderr,
             "files": {safe_name(n): base64.b64encode(d).decode() for n, d in program.files.items()},
         }
@@ -446,7 +447,7 @@ class DockerSandbox(Sandbox):
     @staticmethod
     def _outcome(program: Program, r: dict) -> Outcome:
         return classify(program, r["exit_code"], r["finished"], r["wall_expired"], r["duration"], r["cpu"],
-                        r["stdout"], r["stderr"], base64.b64decode(r.get("result", "")))
+                        r["stdout"], r["stderr"], base64.b64decode(r.get("result", "")), r.get("slowdown", 1.0))
 
     # -- clean-up -------------------------------------------------------------------------
     def close(self) -> None:

@@ -252,11 +252,11 @@ def _prepare() -> None:
 
 
 def _wait(pid: int, used: cputime.Clock, cpu_limit: float, wall_limit: float, rate: float,
-          channel: Channel) -> tuple[int | None, str]:
-    """Wait for the child until it exits, the CPU it `used` passes `cpu_limit`, `wall_limit`
-    passes, or the host hangs up.
+          channel: Channel, speed_reference: float) -> tuple[int | None, str, float]:
+    """Wait for the child until it exits, the CPU it `used` passes `cpu_limit` (stretched by the
+    machine's slowdown, cputime.watch), `wall_limit` passes, or the host hangs up.
 
-    Returns (wait status or None, cputime.ENDED | CPU | WALL)."""
+    Returns (wait status or None, cputime.ENDED | CPU | WALL, the slowdown factor)."""
     try:
         pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
@@ -282,8 +282,9 @@ def _wait(pid: int, used: cputime.Clock, cpu_limit: float, wall_limit: float, ra
                 channel.fill()
 
     try:
-        why = cputime.watch(wait, used, cpu_limit, wall_limit, rate)
-        return status, why
+        why, factor = cputime.watch(wait, used, cpu_limit, wall_limit, rate,
+                                    stretch=lambda: cputime.paused_slowdown(pid, speed_reference))
+        return status, why, factor
     finally:
         if pidfd is not None:
             os.close(pidfd)
@@ -328,8 +329,9 @@ def run_one(req: dict, devnull: int, channel: Channel, clock: cputime.Clock, rat
         finally:
             os._exit(70)
     os.close(marker_w)
-    status, why = _wait(pid, lambda: clock() - cpu_before, float(req.get("timeout", 3.0)),
-                        float(req["wall"]), rate, channel)
+    status, why, factor = _wait(pid, lambda: clock() - cpu_before, float(req.get("timeout", 3.0)),
+                                float(req["wall"]), rate, channel,
+                                float(req.get("speed_reference", cputime.REFERENCE_S)))
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -343,6 +345,7 @@ def run_one(req: dict, devnull: int, channel: Channel, clock: cputime.Clock, rat
         "exit_code": os.waitstatus_to_exitcode(status),
         "finished": runner.completed(marker_r, nonce),  # closes marker_r
         "wall_expired": why == cputime.WALL,
+        "slowdown": factor,
         "duration": duration,
         "cpu": clock() - cpu_before,  # every process is dead and reaped: the tree's total
         "stdout": runner.read_tail(out_fd, limit),

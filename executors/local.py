@@ -108,7 +108,7 @@ class LocalSandbox(Sandbox):
             )
             for name in ("nonce_r", "marker_w"):  # the child's now
                 os.close(fds.pop(name))
-            why, cpu = _watch(proc.pid, program, self.rate)
+            why, cpu, factor = _watch(proc.pid, program, self.rate, self.limits.speed_reference_s)
             _kill_group(proc.pid)
             proc.wait()
             duration = time.monotonic() - started
@@ -116,15 +116,16 @@ class LocalSandbox(Sandbox):
             limit = self.limits.tail_bytes
             return classify(program, proc.returncode, finished, why == cputime.WALL, duration, cpu,
                             runner.read_tail(fds["out"], limit), runner.read_tail(fds["err"], limit),
-                            runner.read_head(fds["result"], self.limits.result_bytes))
+                            runner.read_head(fds["result"], self.limits.result_bytes), factor)
         finally:
             for fd in fds.values():
                 os.close(fd)
 
 
-def _watch(pid: int, program: Program, rate: float) -> tuple[str, float]:
-    """Wait until the program (the leader of process group `pid`) exits or breaks a limit;
-    returns (cputime.ENDED | CPU | WALL, the group's CPU seconds). Read before the leader is
+def _watch(pid: int, program: Program, rate: float, speed_reference: float) -> tuple[str, float, float]:
+    """Wait until the program (the leader of process group `pid`) exits or breaks a limit
+    (stretched by the machine's slowdown); returns (cputime.ENDED | CPU | WALL, the group's CPU
+    seconds, the slowdown factor). Read before the leader is
     reaped: an exited leader stays a zombie, its times (and its reaped children's) still in
     /proc."""
     clock = cputime.group_clock(pid)
@@ -144,8 +145,9 @@ def _watch(pid: int, program: Program, rate: float) -> tuple[str, float]:
         return True
 
     try:
-        why = cputime.watch(exited, clock, program.timeout_s, program.backstop_s, rate)
-        return why, clock()
+        why, factor = cputime.watch(exited, clock, program.timeout_s, program.backstop_s, rate,
+                                    stretch=lambda: cputime.paused_slowdown(pid, speed_reference))
+        return why, clock(), factor
     finally:
         if pidfd is not None:
             os.close(pidfd)

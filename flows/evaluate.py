@@ -18,10 +18,10 @@ from codeeval.benchmarks.registry import get_task
 from codeeval.config import RunConfig
 from codeeval.contracts import PlannedTask, Reuse
 from codeeval.errors import RunFailed
-from codeeval.executors import Limits, SandboxSpec
+from codeeval.executors.pool import POOL
 from codeeval.fingerprint import code_version, digest
 from codeeval.generation import backend_class, devices
-from codeeval.plan import backend_spec, check
+from codeeval.plan import backend_spec, check, sandbox_spec
 from codeeval.publish import publish
 from codeeval.tasks.shards import execute_shard, generate_shard, load_problems, score_task
 
@@ -57,6 +57,13 @@ def _first_line(state, names: dict[str, str]) -> str:
 # chains bound the real concurrency; the pool only has to hold them all
 @flow(name="evaluate", flow_run_name=_run_name, task_runner=ThreadPoolTaskRunner(max_workers=16))
 def evaluate(config: RunConfig) -> dict:
+    try:
+        return _evaluate(config)
+    finally:
+        POOL.close()  # the run's sandboxes (every execution shard used them)
+
+
+def _evaluate(config: RunConfig) -> dict:
     log = get_run_logger()
     check(config)
     layout = artifacts.RunLayout(config.run_dir.resolve())
@@ -65,7 +72,7 @@ def evaluate(config: RunConfig) -> dict:
     version = code_version()
     backend = backend_spec(config)
     device_specs = devices.plan(backend)  # one spec per visible device (data parallel), or [backend]
-    sandbox = SandboxSpec(config.executor, config.n_workers, Limits(memory_mb=config.memory_mb))
+    sandbox = sandbox_spec(config)
 
     loads = {
         name: load_problems.with_options(task_run_name=f"load-{name}").submit(config, name, str(layout.problems(name)))

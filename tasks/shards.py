@@ -17,7 +17,8 @@ from codeeval.benchmarks.registry import get_task
 from codeeval.config import RunConfig
 from codeeval.contracts import PlannedTask, TaskScore
 from codeeval.execute import execute_rows
-from codeeval.executors import SandboxSpec, open_sandbox
+from codeeval.executors import SandboxSpec
+from codeeval.executors.pool import POOL
 from codeeval.fingerprint import digest, file_digest
 from codeeval.generate import generate_rows
 from codeeval.generation import BackendSpec, open_backend
@@ -69,8 +70,7 @@ def execute_shard(name: str, problems_path: str, generations_path: str, sandbox:
     problems, _ = artifacts.read_problems(Path(problems_path))
     generations = artifacts.read_rows(Path(generations_path))
     with progress_bar(len(generations), f"execute {name} {Path(out_path).stem}") as advance:
-        with open_sandbox(sandbox) as box:
-            rows = execute_rows(task_spec, problems, generations, box, advance)
+        rows = execute_rows(task_spec, problems, generations, POOL.get(sandbox), advance)
     artifacts.write_table(Path(out_path), rows, artifacts.EXECUTIONS_SCHEMA)
     _report_failures(name, Path(out_path).stem, rows)
     return out_path

@@ -121,3 +121,11 @@ def container_ids(names: list[str]) -> list[str]:
 def processes_in(ids: list[str]) -> list[str]:
     """Host pids whose cgroup belongs to one of the given container ids."""
     return [pid for pid, cgroup in _proc("cgroup") if any(cid in cgroup for cid in ids)]
+
+
+def unstretched(**kw):
+    """Limits whose CPU limits a slow machine never stretches (a reference speed no machine
+    is slower than): tests that pin the CPU used at the limit need the nominal limit."""
+    from codeeval.executors.base import Limits
+
+    return Limits(speed_reference_s=1e9, **kw)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from docker_env import container_ids, ensure_images, humaneval_programs, our_containers, processes_in
+from docker_env import unstretched, container_ids, ensure_images, humaneval_programs, our_containers, processes_in
 
 from codeeval.executors import docker_sandbox as ds
 from codeeval.executors.base import FAILED, PASSED, TIMEOUT, Limits, Program, wall_backstop
@@ -24,7 +24,7 @@ from codeeval.executors.base import FAILED, PASSED, TIMEOUT, Limits, Program, wa
 ATTACKS = Path(__file__).resolve().parent / "adversarial"
 TIMEOUT_S = 2.0
 # Small enough that the memory bombs cost this machine little, big enough for Python + numpy.
-LIMITS = Limits(memory_mb=512)
+LIMITS = unstretched(memory_mb=512)
 # What each attack must end as; anything else (PASSED, SANDBOX_ERROR) is a failure.
 EXPECTED = {
     "fork_bomb": {TIMEOUT, FAILED},

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from docker_env import busy_cores, ensure_images, humaneval_programs, mbpp_programs
+from docker_env import busy_cores, ensure_images, humaneval_programs, mbpp_programs, unstretched
 
 from codeeval.executors import docker_sandbox as ds
 from codeeval.executors.base import PASSED, TIMEOUT, Program
@@ -40,10 +40,10 @@ CGROUP_COUNTERS = ("/sys/fs/cgroup/cpuacct/cpuacct.usage", "/sys/fs/cgroup/cpu,c
 def sandbox_run(request):
     """(the sandbox's name, its outcomes of PROGRAMS by key, the CPU clocks its servers use)."""
     if request.param == "local":
-        sandbox = LocalSandbox(n_workers=2)
+        sandbox = LocalSandbox(n_workers=2, limits=unstretched())
     else:
         ensure_images()
-        sandbox = ds.DockerSandbox(n_workers=2)
+        sandbox = ds.DockerSandbox(n_workers=2, limits=unstretched())
         if request.param == "docker-without-cgroup":  # hides the counters: the server sums /proc
             sandbox.run_flags += ["--tmpfs", "/sys/fs/cgroup:ro"]
     with sandbox:
@@ -92,6 +92,34 @@ def test_docker_reads_the_container_cgroup_else_proc(sandbox_run):
         assert clocks == {"/proc"}
     else:
         assert name == "local" and not clocks  # no server: the process group's /proc times
+
+
+@pytest.mark.parametrize("kind", ["docker", "local"])
+def test_a_slow_machine_stretches_the_cpu_limit(kind):
+    """A machine slower than the reference (here: any machine, against a reference of 1 ns)
+    gives a program that reaches its limit up to MAX_SLOWDOWN times the CPU; a faster one (a
+    reference of 1e9 s) never does."""
+    from codeeval.executors.base import Limits
+    from codeeval.executors.cputime import MAX_SLOWDOWN
+
+    work = Program("work", "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.5:\n    pass",
+                   timeout_s=1.0)
+    loop = Program("loop", "while True:\n    pass", timeout_s=1.0)
+    results = {}
+    for name, limits in (("slow", Limits(speed_reference_s=1e-9)), ("fast", unstretched())):
+        if kind == "docker":
+            ensure_images()
+            box = ds.DockerSandbox(n_workers=2, limits=limits)
+        else:
+            box = LocalSandbox(n_workers=2, limits=limits)
+        with box:
+            results[name] = {o.key: o for o in box.run([work, loop])}
+    slow, fast = results["slow"], results["fast"]
+    assert slow["work"].status == PASSED, slow["work"].detail
+    assert slow["loop"].status == TIMEOUT and slow["loop"].detail == (
+        f"{CPU_DETAIL} (x{MAX_SLOWDOWN:.2f}: this machine ran the speed check slower than the reference)")
+    assert MAX_SLOWDOWN < slow["loop"].cpu_s < MAX_SLOWDOWN + 0.5
+    assert (fast["work"].status, fast["work"].detail) == (TIMEOUT, CPU_DETAIL)
 
 
 def test_docker_cpu_cannot_outgrow_the_wall_clock():

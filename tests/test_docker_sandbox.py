@@ -13,6 +13,7 @@ import time
 import pytest
 
 from docker_env import (
+    unstretched,
     REPO, container_ids, docker_clients_of, ensure_images, humaneval_programs, our_containers, processes_in,
 )
 
@@ -28,7 +29,7 @@ def image():
 
 @pytest.fixture(scope="module")
 def sandbox(image):
-    with ds.DockerSandbox(n_workers=2) as sb:
+    with ds.DockerSandbox(n_workers=2, limits=unstretched()) as sb:
         yield sb
     assert not our_containers(sandbox_id=sb.id)
 
@@ -111,7 +112,7 @@ def test_scratch_is_wiped_and_processes_killed_between_programs(image):
         import os
         assert os.listdir('.') == [], os.listdir('.')
         assert os.listdir('/tmp') == ['work'], os.listdir('/tmp')
-        assert sorted(os.listdir('/out')) == ['stderr', 'stdout'], os.listdir('/out')
+        assert sorted(os.listdir('/out')) == ['result', 'stderr', 'stdout'], os.listdir('/out')
         assert os.listdir('/dev/shm') == [], os.listdir('/dev/shm')
         others = [p for p in os.listdir('/proc') if p.isdigit() and int(p) not in (1, os.getpid())]
         assert others == [], others
