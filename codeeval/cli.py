@@ -89,8 +89,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub)
     sub.add_parser("tasks", help="list the registered tasks")
-    sub.add_parser("demo-model", add_help=False,
-                   help="build (once) the small demo model and print its path (--help for its flags)")
     board = sub.add_parser("leaderboard", help="a table of results.json files or run directories")
     board.add_argument("results", nargs="+")
     return parser
@@ -176,10 +174,6 @@ def format_results(results: dict) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["demo-model"]:
-        from codeeval.generation import demo_model
-
-        return demo_model.main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         if args.command == "tasks":

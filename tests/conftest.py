@@ -1,4 +1,5 @@
-"""Shared fixtures: the real benchmark data beside the checkout, and a real Prefect API."""
+"""Shared fixtures: the real benchmark data beside the checkout, a real Prefect API, and the
+locally trained test model (built once per session in pytest's temp dir, never in /tmp or ~)."""
 from __future__ import annotations
 
 import logging
@@ -16,6 +17,15 @@ def data_dir() -> Path:
     if not DATA.is_dir():
         pytest.fail(f"benchmark data not found at {DATA} (CI clones the repo with ../shared beside it)")
     return DATA
+
+
+@pytest.fixture(scope="session")
+def demo_model_dir(tmp_path_factory) -> str:
+    """The small model trained here in seconds (demo_model.TEST_RECIPE), shared by the test files."""
+    from codeeval.generation import demo_model
+
+    path = tmp_path_factory.mktemp("demo-model") / "model"
+    return str(demo_model.ensure_demo_model(path, demo_model.TEST_RECIPE, log=None))
 
 
 @pytest.fixture(scope="session")

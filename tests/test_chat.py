@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
-from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, chat, demo_model, fim
+from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, chat, fim
 from codeeval.generation.transformers_backend import TransformersBackend
 
 PROMPT = 'def add(a, b):\n    """Return a + b."""\n'
@@ -14,10 +14,6 @@ def toy_task(extra=None):
     return TaskSpec("toy", "toy", lambda o: [], ("\ndef",), lambda p, r, e: p.prompt + r, lambda p, c: c,
                     lambda p: "", extra=extra or {})
 
-
-@pytest.fixture(scope="module")
-def model_dir():
-    return str(demo_model.ensure_demo_model(demo_model.test_model_dir(), demo_model.TEST_RECIPE, log=None))
 
 
 def test_instruction_tokens_follow_bigcode():
@@ -53,9 +49,9 @@ def test_extract_code():
     assert raw is None and program == "from typing import List\ndef f(xs):\n    return xs\n"
 
 
-def test_chat_template_path_through_the_transformers_backend(model_dir):
+def test_chat_template_path_through_the_transformers_backend(demo_model_dir):
     args = GenerationArgs(do_sample=False, max_new_tokens=24, apply_chat_template=True)
-    b = TransformersBackend(BackendSpec("transformers", model_dir, args))
+    b = TransformersBackend(BackendSpec("transformers", demo_model_dir, args))
     problem = Problem("T/0", 0, PROMPT, {})
     task = toy_task()
     req = GenRequest("T/0", 0, PROMPT, task.stop_words + (b.eos_text(),))
@@ -71,7 +67,7 @@ def test_chat_template_path_through_the_transformers_backend(model_dir):
         b.generate(task, [problem], [req])
 
 
-def test_fim_formats_and_backend_plumbing(model_dir):
+def test_fim_formats_and_backend_plumbing(demo_model_dir):
     fmt = fim.get_format("starcoder")
     assert fim.render(fmt, "a = ", "\nprint(a)", preprefix="#p\n") == "<fim_prefix>#p\na = <fim_suffix>\nprint(a)<fim_middle>"
     assert fim.get_format(None, "bigcode/santacoder").name == "santacoder"
@@ -84,7 +80,7 @@ def test_fim_formats_and_backend_plumbing(model_dir):
     # the demo tokenizer has StarCoder's FIM tokens: the backend builds the FIM prompt
     task = toy_task({"fim_parts": lambda p: (p.record["prefix"], p.record["suffix"])})
     problem = Problem("T/0", 0, "", {"prefix": "def f():\n    return ", "suffix": "\n\nprint(f())\n"})
-    b = TransformersBackend(BackendSpec("transformers", model_dir, GenerationArgs(do_sample=False, max_new_tokens=8)))
+    b = TransformersBackend(BackendSpec("transformers", demo_model_dir, GenerationArgs(do_sample=False, max_new_tokens=8)))
     req = GenRequest("T/0", 0, "", ())
     rendered, fmt = b.renderer.render(task, problem, req.prompt)
     assert rendered.mode == "fim" and fmt.name == "starcoder"
