@@ -53,6 +53,9 @@ def _run_parser(sub) -> argparse.ArgumentParser:
     g.add_argument("--instruction_tokens", default=None,
                    help="'user,end,assistant' tokens wrapping the prompt (bigcode's flag)")
     g.add_argument("--apply_chat_template", action="store_true", help="use the tokenizer's chat template")
+    g.add_argument("--chat_style", default="prefill", choices=["prefill", "free"],
+                   help="chat/instruction prompts: prefill the answer with a code fence and the prompt "
+                        "(default), or let the model answer and take its first code block")
     g.add_argument("--device_map", default=None, help="e.g. auto: one model across several devices")
     g.add_argument("--max_batch_rows", type=int, default=0, help="rows per forward pass (0 = auto)")
     g.add_argument("--fim_format", default=None, help="FIM token family (starcoder, santacoder, codellama, ...)")
@@ -107,6 +110,7 @@ def config_from_args(args: argparse.Namespace):
         max_new_tokens=args.max_new_tokens, seed=args.seed, prefix=args.prefix, precision=args.precision,
         trust_remote_code=args.trust_remote_code, revision=args.revision,
         instruction_tokens=args.instruction_tokens, apply_chat_template=args.apply_chat_template,
+        chat_style=args.chat_style,
         device_map=args.device_map, max_batch_rows=args.max_batch_rows, fim_format=args.fim_format,
     )
     options = {}
