@@ -76,33 +76,29 @@ def instruction_parts(task, problem, prompt: str) -> tuple[str, str]:
     return instruction, context
 
 
-def uses_chat(args) -> bool:
-    return bool(getattr(args, "apply_chat_template", False) or getattr(args, "instruction_tokens", None))
-
-
 def render(prompt: str, args, task=None, problem=None, tokenizer: Any = None) -> Rendered:
     """The text to send for one request's prompt (FIM is handled by the backend)."""
     prefix = getattr(args, "prefix", "") or ""
+    template = getattr(args, "apply_chat_template", False)
+    tokens = None if template else parse_instruction_tokens(getattr(args, "instruction_tokens", None))
+    if not template and not tokens:
+        return Rendered(prefix + prompt, "plain")
     style = getattr(args, "chat_style", "prefill")
     if style not in CHAT_STYLES:
         raise ValueError(f"--chat_style must be one of {', '.join(CHAT_STYLES)}, not {style!r}")
-    free = style == "free"
-    if getattr(args, "apply_chat_template", False):
+    instruction, context = instruction_parts(task, problem, prompt)
+    if style == "free":
+        context = ""
+    if template:
         if tokenizer is None or not getattr(tokenizer, "chat_template", None):
             raise ValueError("--apply_chat_template: the tokenizer has no chat template")
-        instruction, context = instruction_parts(task, problem, prompt)
-        context = "" if free else context
         messages = [{"role": "user", "content": prefix + instruction}]
         head = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return Rendered(head + context, "answer" if free else "chat", add_special_tokens=False, context=context)
-    tokens = parse_instruction_tokens(getattr(args, "instruction_tokens", None))
-    if tokens:
-        user, end, assistant = tokens
-        instruction, context = instruction_parts(task, problem, prompt)
-        context = "" if free else context
-        return Rendered(prefix + user + instruction + end + assistant + context, "answer" if free else "instruction",
+        return Rendered(head + context, "answer" if style == "free" else "chat", add_special_tokens=False,
                         context=context)
-    return Rendered(prefix + prompt, "plain")
+    user, end, assistant = tokens
+    return Rendered(prefix + user + instruction + end + assistant + context,
+                    "answer" if style == "free" else "instruction", context=context)
 
 
 def answer_complete(text: str) -> bool:
