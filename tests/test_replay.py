@@ -40,6 +40,18 @@ def test_gzipped_jsonl_and_json(tmp_path):
         parse(tmp_path / "plain.jsonl.gz", PROBLEMS)
 
 
+def test_the_released_gpt4_humaneval_file_replays(data_dir):
+    """The file `make demo` scores: one whole function per problem, every problem covered."""
+    from codeeval.benchmarks.registry import get_task
+    from codeeval.benchmarks.spec import LoadOptions
+
+    problems = get_task("humaneval").load(LoadOptions(data_dir=data_dir))
+    path = data_dir / "humaneval" / "released" / "reflexion_gpt4" / "simple_gpt-4_humaneval-py.jsonl.gz"
+    programs = parse(path, problems)
+    assert len(programs) == 164 and all(len(p) == 1 for p in programs.values())
+    assert all(f"def {p.record['entry_point']}(" in programs[p.task_id][0] for p in problems)
+
+
 @pytest.mark.parametrize("name,content,message", [
     ("g.json", "[[\"a\"], ", "not JSON"),
     ("g.json", '{"T/0": ["a"]}', "list of lists of strings"),
