@@ -3,15 +3,16 @@
 #   1. the `reference` oracle on HumanEval and MBPP (164/164 and 499/500 under bigcode's rules);
 #   2. GPT-4's released HumanEval solutions (Reflexion's simple_gpt-4 log) scored through the
 #      replay backend, beside the authors' own count;
-#   3. SmolLM2-135M-Instruct (GGUF, Apache-2.0) greedy, with its chat template, on the first
-#      $SMOLLM2_PROBLEMS HumanEval problems (a subset: CPU generation is the slow part);
+#   3. SmolLM2-135M-Instruct (GGUF, Apache-2.0) greedy, with its chat template, answering freely
+#      (--chat_style free scored best for it: docs/generation.md), on the first $SMOLLM2_PROBLEMS
+#      HumanEval problems (a subset: CPU generation is the slow part);
 # then the leaderboard, with the number of problems each row covered. Every run goes through
 # the whole flow (generation, execution in the Docker sandbox, scoring); a re-run reuses them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=.venv/bin
 data_dir="${DATA_DIR:-../shared/data}"
-smol_n="${SMOLLM2_PROBLEMS:-20}"
+smol_n="${SMOLLM2_PROBLEMS:-30}"
 common=(--allow_code_execution --executor "${EXECUTOR:-docker}")
 if [ -d "$data_dir" ]; then
     common+=(--data-dir "$data_dir")
@@ -47,12 +48,12 @@ else
     echo "== 2. skipped: $gpt4 not found =="
 fi
 
-echo "== 3. SmolLM2-135M-Instruct: greedy, chat template, first $smol_n HumanEval problems =="
+echo "== 3. SmolLM2-135M-Instruct: greedy, chat template, free answers, first $smol_n HumanEval problems =="
 t=$SECONDS
 smollm2=.cache/models/SmolLM2-135M-Instruct
 "$bin/python" scripts/fetch-smollm2.py --dir "$smollm2" >/dev/null  # instant once fetched (make smollm2)
 "$bin/codeeval" run --model "$smollm2" --tasks humaneval --limit "$smol_n" "${common[@]}" \
-    --apply_chat_template --chat_style prefill --do_sample false --max_new_tokens 256 \
+    --apply_chat_template --chat_style free --do_sample false --max_new_tokens 256 \
     --output-dir runs/demo-smollm2
 runs+=(runs/demo-smollm2)
 took "SmolLM2" "$t"
