@@ -76,6 +76,8 @@ def to_output(text: str, n_tokens: int, finish_reason: str, *, mode: str, fmt: O
     post-processing then applies) or else that block as a finished program; any other text
     is a continuation, cleaned by :func:`finish_raw`."""
     if mode in ("answer", "messages"):
+        if eos and eos in text:  # the answer ends at the eos text a local model kept
+            text = text[:text.index(eos)]
         raw, program = chat.answer_to_output(prompt, text, language)
         return GenOutput(raw if raw is not None else text, n_tokens, finish_reason, program)
     return GenOutput(finish_raw(text, mode, fmt, eos), n_tokens, finish_reason)

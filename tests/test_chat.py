@@ -84,6 +84,9 @@ def test_free_chat_style_prefills_nothing_and_recovers_the_program():
     answer = "```python\ndef add(a, b):\n    return a + b\n```"
     out = to_output(answer, 9, "stop", **kw)
     assert out.program == "def add(a, b):\n    return a + b\n" and out.raw == answer
+    # an answer without a fence that ended at eos: the eos text is not part of the program
+    out = to_output("def add(a, b):\n    return a + b\n<|im_end|>", 9, "eos", **dict(kw, eos="<|im_end|>"))
+    assert out.program == "def add(a, b):\n    return a + b\n"
     # a pre-filled continuation is only cut at its closing fence
     assert to_output("    return 1\n```\nmore", 3, "stop", **dict(kw, mode="chat")).raw == "    return 1\n"
 
