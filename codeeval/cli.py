@@ -57,6 +57,9 @@ def _run_parser(sub) -> argparse.ArgumentParser:
     g.add_argument("--instruction_tokens", default=None,
                    help="'user,end,assistant' tokens wrapping the prompt (bigcode's flag)")
     g.add_argument("--apply_chat_template", action="store_true", help="use the tokenizer's chat template")
+    g.add_argument("--chat_style", default="prefill", choices=["prefill", "free"],
+                   help="chat/instruction prompts: prefill the answer with a code fence and the prompt "
+                        "(default), or let the model answer and take its first code block")
     g.add_argument("--device_map", default=None, help="e.g. auto: one model across several devices")
     g.add_argument("--max_batch_rows", type=int, default=0, help="rows per forward pass (0 = auto)")
     g.add_argument("--fim_format", default=None, help="FIM token family (starcoder, santacoder, codellama, ...)")
@@ -93,8 +96,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub)
     sub.add_parser("tasks", help="list the registered tasks")
-    sub.add_parser("demo-model", add_help=False,
-                   help="build (once) the small demo model and print its path (--help for its flags)")
     board = sub.add_parser("leaderboard", help="a table of results.json files or run directories")
     board.add_argument("results", nargs="+")
     return parser
@@ -113,6 +114,7 @@ def config_from_args(args: argparse.Namespace):
         max_new_tokens=args.max_new_tokens, seed=args.seed, prefix=args.prefix, precision=args.precision,
         trust_remote_code=args.trust_remote_code, revision=args.revision,
         instruction_tokens=args.instruction_tokens, apply_chat_template=args.apply_chat_template,
+        chat_style=args.chat_style,
         device_map=args.device_map, max_batch_rows=args.max_batch_rows, fim_format=args.fim_format,
     )
     options = {}
@@ -273,10 +275,6 @@ class Phases:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     phases = Phases()
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["demo-model"]:
-        from codeeval.generation import demo_model
-
-        return demo_model.main(argv[1:])
     args = build_parser().parse_args(argv)
     handlers = {}
     if threading.current_thread() is threading.main_thread():

@@ -30,22 +30,32 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+SMALL_MODEL_FILES = (".json", ".txt", ".model", ".py", ".jinja")  # hashed by content
+
+
 def model_fingerprint(model: str, revision: Optional[str] = None) -> str:
     """Hub id + revision, or for a local directory its small files' content and the other
     files' sizes and mtimes (weights are too large to hash on every run; rewriting them
-    changes the mtime)."""
+    changes the mtime). A single weights file (``--model x.gguf``) counts with the small
+    files beside it, which transformers may read too (tokenizer_config.json, a template)."""
     path = Path(model).expanduser()
-    if not path.is_dir():
+    if path.is_file():
+        kind, root = "file", path.parent
+        files = [path] + [p for p in root.iterdir() if p.is_file() and p.suffix in SMALL_MODEL_FILES]
+    elif path.is_dir():
+        kind, root = "dir", path
+        files = [p for p in path.rglob("*") if p.is_file()]
+    else:
         return f"hub:{model}@{revision or 'main'}"
     h = hashlib.sha256()
-    for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        name = f.relative_to(path).as_posix().encode()
-        if f.suffix in (".json", ".txt", ".model", ".py", ".jinja"):
+    for f in sorted(set(files)):
+        name = f.relative_to(root).as_posix().encode()
+        if f.suffix in SMALL_MODEL_FILES:
             h.update(name + b"\0" + f.read_bytes() + b"\0")
         else:
             st = f.stat()
             h.update(name + f"\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-    return f"dir:{path.resolve()}@{h.hexdigest()[:16]}"
+    return f"{kind}:{path.resolve()}@{h.hexdigest()[:16]}"
 
 
 @functools.lru_cache(maxsize=1)

@@ -14,7 +14,7 @@ from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec
 from codeeval.config import BACKENDS, EXECUTORS, RunConfig
 from codeeval.errors import UsageError
 from codeeval.executors import Limits, SandboxSpec
-from codeeval.generation import BackendSpec, backend_class
+from codeeval.generation import BackendSpec, backend_class, model_source
 from codeeval.metrics import resolve_ks
 
 
@@ -42,6 +42,8 @@ def check(config: RunConfig) -> None:
         raise UsageError("a task is listed twice in --tasks")
     if config.backend_kind not in BACKENDS:
         raise UsageError(f"unknown backend {config.backend_kind!r}; choose from {', '.join(BACKENDS)}")
+    if config.backend_kind in ("transformers", "vllm"):
+        model_source.resolve(config.model)  # a missing .gguf file or an ambiguous GGUF directory
     if config.executor not in EXECUTORS:
         raise UsageError(f"unknown executor {config.executor!r}; choose from {', '.join(EXECUTORS)}")
     if config.data_dir and not Path(config.data_dir).is_dir():

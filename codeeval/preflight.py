@@ -40,7 +40,7 @@ def check_model(config: RunConfig) -> None:
     if kind in ("transformers", "vllm"):
         from codeeval.generation.model_source import resolve
 
-        resolve(config.model, config.generation.revision)
+        resolve(config.model, config.generation.revision, check_hub=True)
     elif kind == "openai":
         check_endpoint(config.backend_options.get("base_url"))
 

@@ -34,6 +34,7 @@ class GenerationArgs:
     # added for the production backends (issue 4); defaults keep bigcode's behaviour
     instruction_tokens: Optional[str] = None  # "user,end,assistant" as bigcode's flag
     apply_chat_template: bool = False  # wrap prompts in the tokenizer's own chat template
+    chat_style: str = "prefill"  # chat/instruction modes: prefill (fence + prompt) | free (first code block)
     device_map: Optional[str] = None  # e.g. "auto": one model across several devices
     max_batch_rows: int = 0  # rows per forward pass across prompts and samples; 0 = auto
     fim_format: Optional[str] = None  # FIM token family (starcoder, santacoder, codellama, ...)

@@ -16,8 +16,10 @@ and the prompt itself, so the model *continues the prompt* and the continuation 
 "the text after the prompt": the benchmark's own post-processing (``prompt +
 cut_at_first_stop(raw)``) works unchanged. The continuation is cut at the closing fence.
 
-For chat endpoints that cannot pre-fill (OpenAI ``/chat/completions``),
-:func:`answer_to_output` extracts the code block from the whole answer.
+``--chat_style free`` pre-fills nothing (mode ``answer``): the model writes its whole
+answer, which ends once its first code block closes, and :func:`answer_to_output` recovers
+the program from that block, as for chat endpoints that cannot pre-fill (OpenAI
+``/chat/completions``).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 FENCE = "```"
+CHAT_STYLES = ("prefill", "free")
 
 DEFAULT_INSTRUCTION = (
     "Complete the following {language} code. Answer with the complete code in a single "
@@ -36,7 +39,7 @@ DEFAULT_INSTRUCTION = (
 @dataclass(frozen=True)
 class Rendered:
     text: str  # what is sent to the model
-    mode: str  # plain | instruction | chat | fim | messages (a chat API's user message)
+    mode: str  # plain | instruction | chat | answer (free) | fim | messages (a chat API's user message)
     add_special_tokens: bool = True  # False when a chat template already wrote BOS etc.
     context: str = ""  # the pre-filled start of the answer (chat and instruction modes)
 
@@ -71,27 +74,34 @@ def instruction_parts(task, problem, prompt: str) -> tuple[str, str]:
     return instruction, context
 
 
-def uses_chat(args) -> bool:
-    return bool(getattr(args, "apply_chat_template", False) or getattr(args, "instruction_tokens", None))
-
-
 def render(prompt: str, args, task=None, problem=None, tokenizer: Any = None) -> Rendered:
     """The text to send for one request's prompt (FIM is handled by the backend)."""
     prefix = getattr(args, "prefix", "") or ""
-    if getattr(args, "apply_chat_template", False):
+    template = getattr(args, "apply_chat_template", False)
+    tokens = None if template else parse_instruction_tokens(getattr(args, "instruction_tokens", None))
+    if not template and not tokens:
+        return Rendered(prefix + prompt, "plain")
+    style = getattr(args, "chat_style", "prefill")
+    if style not in CHAT_STYLES:
+        raise ValueError(f"--chat_style must be one of {', '.join(CHAT_STYLES)}, not {style!r}")
+    instruction, context = instruction_parts(task, problem, prompt)
+    if style == "free":
+        context = ""
+    if template:
         if tokenizer is None or not getattr(tokenizer, "chat_template", None):
             raise ValueError("--apply_chat_template: the tokenizer has no chat template")
-        instruction, context = instruction_parts(task, problem, prompt)
         messages = [{"role": "user", "content": prefix + instruction}]
         head = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return Rendered(head + context, "chat", add_special_tokens=False, context=context)
-    tokens = parse_instruction_tokens(getattr(args, "instruction_tokens", None))
-    if tokens:
-        user, end, assistant = tokens
-        instruction, context = instruction_parts(task, problem, prompt)
-        return Rendered(prefix + user + instruction + end + assistant + context, "instruction",
+        return Rendered(head + context, "answer" if style == "free" else "chat", add_special_tokens=False,
                         context=context)
-    return Rendered(prefix + prompt, "plain")
+    user, end, assistant = tokens
+    return Rendered(prefix + user + instruction + end + assistant + context,
+                    "answer" if style == "free" else "instruction", context=context)
+
+
+def answer_complete(text: str) -> bool:
+    """A free answer is complete once its first code block is closed."""
+    return text.count(FENCE) >= 2
 
 
 def finish_continuation(raw: str, mode: str) -> str:

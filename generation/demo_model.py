@@ -1,19 +1,20 @@
-"""`codeeval demo-model`: a small GPT-style code model, trained once on CPU and cached.
+"""A small GPT-style code model trained locally on CPU, for tests and the throughput bench.
 
 The model is an ordinary Hugging Face model directory (GPT-2 architecture, byte-level
 BPE tokenizer with an eos token, FIM tokens and a ChatML chat template), trained for a
 fixed number of steps on the Python standard library's own source, so every machine
-with the same Python and torch builds the same model without any download. It exists so
-that a fresh clone can run the whole pipeline end to end (`make demo`) and so the
-backends' tests have a model whose outputs are not noise; its HumanEval and MBPP scores
-are near zero, which is the honest result for a ~4M-parameter model trained for minutes.
+with the same Python and torch builds the same model without any download. The tests
+build ``TEST_RECIPE`` (seconds) in pytest's temp dir (tests/conftest.py) so the backends
+are tested on a model whose outputs are not noise; ``bench/generation.py`` builds the
+full ``Recipe`` (minutes). Its benchmark scores are near zero: `make demo` evaluates a
+real pretrained model instead (SmolLM2, scripts/fetch-smollm2.py).
 
-Cache: ``$CODEEVAL_CACHE/demo-model`` (default ``~/.cache/codeeval/demo-model``). A
-stamp file records the recipe; a directory with a matching stamp is reused at once.
+Cache: ``$CODEEVAL_CACHE/demo-model`` (default ``~/.cache/codeeval/demo-model``) unless a
+path is given. A stamp file records the recipe; a directory with a matching stamp is
+reused at once.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import json
@@ -24,7 +25,7 @@ import sys
 import sysconfig
 import tempfile
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -56,11 +57,6 @@ class Recipe:
 # A reduced budget for tests: the same pipeline in a few seconds (outputs are near-noise).
 TEST_RECIPE = Recipe(vocab_size=1024, n_layer=2, n_embd=128, n_head=4, n_positions=1024, seq_len=128,
                      batch_size=8, steps=30, corpus_chars=400_000)
-
-
-def test_model_dir() -> Path:
-    """Where tests cache the reduced demo model (shared by test files and runs)."""
-    return Path(tempfile.gettempdir()) / f"codeeval-test-demo-v{RECIPE_VERSION}"
 
 
 def cache_root() -> Path:
@@ -187,9 +183,10 @@ def _locked(path: Path):
 
 def ensure_demo_model(path: Optional[os.PathLike] = None, recipe: Recipe = Recipe(), force: bool = False,
                       log=print) -> Path:
-    """The demo model's directory, building and caching it on first use."""
+    """The demo model's directory, building and caching it on first use (``log=None``: silent)."""
     import torch
 
+    log = log or (lambda *_: None)
     path = Path(path).expanduser() if path else default_dir()
     if not force and is_built(path, recipe):
         return path
@@ -221,25 +218,3 @@ def ensure_demo_model(path: Optional[os.PathLike] = None, recipe: Recipe = Recip
                 shutil.rmtree(tmp, ignore_errors=True)
         log(f"demo-model: saved to {path} in {time.time() - t0:.0f}s (final loss {loss:.3f})")
     return path
-
-
-def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="codeeval demo-model",
-                                     description="Build (once) and print the path of the demo model.")
-    parser.add_argument("--path", default=None, help="model directory (default: $CODEEVAL_CACHE/demo-model)")
-    parser.add_argument("--force", action="store_true", help="rebuild even when cached")
-    parser.add_argument("--steps", type=int, default=None, help="training steps (default: the recipe's)")
-    parser.add_argument("--small", action="store_true", help="the reduced test recipe (seconds, not minutes)")
-    parser.add_argument("--quiet", action="store_true")
-    ns = parser.parse_args(argv)
-    recipe = TEST_RECIPE if ns.small else Recipe()
-    if ns.steps is not None:
-        recipe = replace(recipe, steps=ns.steps)
-    log = (lambda *_: None) if ns.quiet else (lambda m: print(m, file=sys.stderr))
-    path = ensure_demo_model(ns.path, recipe, force=ns.force, log=log)
-    print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

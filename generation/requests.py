@@ -9,7 +9,8 @@
   long, stop strings (+ the FIM end markers, de-duplicated) and one job for identical
   greedy requests.
 * :func:`finish_raw` is the clean-up of a continuation: the FIM middle, or the pre-filled
-  code block cut at its closing fence.
+  code block cut at its closing fence; :func:`to_output` turns decoded
+  text into a GenOutput (a whole chat answer: the program from its first code block).
 """
 from __future__ import annotations
 
@@ -68,6 +69,20 @@ def finish_raw(raw: str, mode: str, fmt: Optional[fim.FimFormat], eos: Optional[
     return chat.finish_continuation(raw, mode)
 
 
+def to_output(text: str, n_tokens: int, finish_reason: str, *, mode: str, fmt: Optional[fim.FimFormat],
+              eos: Optional[str], prompt: str, language: str) -> GenOutput:
+    """Decoded text -> GenOutput. A whole chat answer (``--chat_style free``, or a chat API's)
+    gives the continuation of the prompt found in its first code block (the benchmark's
+    post-processing then applies) or else that block as a finished program; any other text
+    is a continuation, cleaned by :func:`finish_raw`."""
+    if mode in ("answer", "messages"):
+        if eos and eos in text:  # the answer ends at the eos text a local model kept
+            text = text[:text.index(eos)]
+        raw, program = chat.answer_to_output(prompt, text, language)
+        return GenOutput(raw if raw is not None else text, n_tokens, finish_reason, program)
+    return GenOutput(finish_raw(text, mode, fmt, eos), n_tokens, finish_reason)
+
+
 @dataclass
 class Job:
     """One generation job for a local model: a request, or several identical greedy ones."""
@@ -79,6 +94,18 @@ class Job:
     requests: list[int] = field(default_factory=list)  # indices into the shard's requests
     mode: str = "plain"
     fim_fmt: Optional[fim.FimFormat] = None
+    prompt: str = ""  # the benchmark's prompt (a free answer's code is matched against it)
+    language: str = "python"
+
+    @property
+    def watch(self) -> tuple[str, ...]:
+        """Strings whose appearance in the newest text may end the row: the stop strings, or
+        for a free answer the code fence (it ends once its first block closes)."""
+        return (chat.FENCE,) if self.mode == "answer" else self.stops
+
+    def output(self, text: str, n_tokens: int, finish_reason: str, eos: Optional[str]) -> GenOutput:
+        return to_output(text, n_tokens, finish_reason, mode=self.mode, fmt=self.fim_fmt, eos=eos,
+                         prompt=self.prompt, language=self.language)
 
 
 def plan_jobs(task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest], renderer: Renderer,
@@ -88,7 +115,8 @@ def plan_jobs(task: TaskSpec, problems: Sequence[Problem], requests: Sequence[Ge
     cannot run (its budget is <= 0, or its prompt is empty after tokenising: neither
     backend can decode from no tokens, and vLLM rejects an empty prompt) and None for the
     rest. With ``dedupe`` (greedy), requests with the same token ids, budget, stops and
-    post-processing share one job."""
+    post-processing share one job. A free chat answer (mode ``answer``) gets no stop strings:
+    the task's stop words apply to continuations, not to answers."""
     by_id = {p.task_id: p for p in problems}
     outputs: list[Optional[GenOutput]] = [None] * len(requests)
     jobs: list[Job] = []
@@ -108,13 +136,13 @@ def plan_jobs(task: TaskSpec, problems: Sequence[Problem], requests: Sequence[Ge
         if n_new <= 0 or not ids:
             outputs[i] = GenOutput(raw="", n_tokens=0, finish_reason="prompt_too_long")
             continue
-        stops = request_stops(req.stop, fmt)
-        dkey = (ekey, rendered.mode, fmt, n_new, stops)
+        stops = () if rendered.mode == "answer" else request_stops(req.stop, fmt)
+        dkey = (ekey, rendered.mode, fmt, n_new, stops, req.prompt)
         if dedupe and dkey in shared:
             shared[dkey].requests.append(i)
             continue
         job = Job(ids=ids, budget=n_new, stops=stops, seed_key=(req.task_id, req.sample), requests=[i],
-                  mode=rendered.mode, fim_fmt=fmt)
+                  mode=rendered.mode, fim_fmt=fmt, prompt=req.prompt, language=chat.language_of(task))
         if dedupe:
             shared[dkey] = job
         jobs.append(job)

@@ -20,21 +20,22 @@ prompt and pads every prompt to the dataset's longest):
 
 GenOutput.raw is the decoded continuation only (special tokens kept, as bigcode keeps the
 eos text for its stop-word cut); n_tokens counts generated tokens; finish_reason is one
-of stop, eos, length, prompt_too_long.
+of stop, eos, length, prompt_too_long. A free chat answer (``--chat_style free``) is a
+row that ends once its first code block closes; the program comes from that block.
+``--model`` may be a GGUF file or a directory holding one (generation/model_source.py).
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
-from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
+from codeeval.generation import chat, model_source
 from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress, token_budget
-from codeeval.generation.requests import Job, Renderer, finish_raw, plan_jobs
+from codeeval.generation.requests import Job, Renderer, plan_jobs
 from codeeval.generation.seeds import sample_seed, uniform
 from codeeval.fingerprint import model_fingerprint
 
@@ -65,13 +66,14 @@ class TransformersBackend(Backend):
         if args.precision not in DTYPES:
             raise ValueError(f"--precision must be fp32, fp16 or bf16, not {args.precision!r}")
         dtype = DTYPES[args.precision]
-        load = dict(revision=args.revision, trust_remote_code=args.trust_remote_code)
-        self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(spec.model, **load)
+        source = model_source.resolve(spec.model)  # a hub id, a directory, or a GGUF file
+        load = dict(revision=args.revision, trust_remote_code=args.trust_remote_code, **source.load_kwargs())
+        self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(source.name_or_path, **load)
         if model is None:
             kwargs = dict(load, dtype=dtype)
             if args.device_map:
                 kwargs["device_map"] = args.device_map
-            model = AutoModelForCausalLM.from_pretrained(spec.model, **kwargs)
+            model = AutoModelForCausalLM.from_pretrained(source.name_or_path, **kwargs)
         if args.device_map:
             self.device = next(model.parameters()).device
         else:
@@ -154,10 +156,10 @@ class TransformersBackend(Backend):
             size = -(-left // -(-left // size))  # balanced: 40 rows at 32 a batch -> 20 + 20
             batch = ordered[start:start + size]
             start += size
-            for row, (raw, n_tok, reason) in zip(batch, self._decode_batch(batch)):
-                raw = finish_raw(raw, row.mode, row.fim_fmt, eos)
+            for row, (text, n_tok, reason) in zip(batch, self._decode_batch(batch)):
+                out = row.output(text, n_tok, reason, eos)
                 for i in row.requests:
-                    outputs[i] = GenOutput(raw=raw, n_tokens=n_tok, finish_reason=reason)
+                    outputs[i] = out
             if progress:
                 progress(sum(len(r.requests) for r in batch))
         return outputs  # type: ignore[return-value]
@@ -197,7 +199,7 @@ class TransformersBackend(Backend):
         eos = torch.tensor(self.eos_ids or [-1], device=dev)
         # a stop string of L characters spans at most 4L byte-level tokens: decoding that
         # window of the newest tokens finds every stop that the newest token completes
-        window = {j: 4 * max((len(s) for s in r.stops), default=0) + 2 for j, r in enumerate(batch)}
+        window = {j: 4 * max((len(s) for s in r.watch), default=0) + 2 for j, r in enumerate(batch)}
 
         out = self._forward(input_ids, mask, positions, None, prefill=True)
         cache = out.past_key_values
@@ -211,10 +213,10 @@ class TransformersBackend(Backend):
             nxt_list = nxt.tolist()
             for k, j in enumerate(active):
                 tokens[j].append(nxt_list[k])
-            check = [k for k, j in enumerate(active) if batch[j].stops and not is_eos[k]]
+            check = [k for k, j in enumerate(active) if batch[j].watch and not is_eos[k]]
             tails = self.tokenizer.batch_decode([tokens[active[k]][-window[active[k]]:] for k in check],
                                                 skip_special_tokens=False) if check else []
-            has_stop = {k for k, tail in zip(check, tails) if any(s in tail for s in batch[active[k]].stops)}
+            has_stop = {k for k, tail in zip(check, tails) if self._ends(batch[active[k]], tail, tokens[active[k]])}
             keep = []
             for k, j in enumerate(active):
                 row = batch[j]
@@ -243,6 +245,13 @@ class TransformersBackend(Backend):
             next_pos = next_pos + 1
             logits = out.logits[:, -1, :]
         return result  # type: ignore[return-value]
+
+    def _ends(self, row: Job, tail: str, tokens: list[int]) -> bool:
+        """A stop string in the newest text ends a row; a free chat answer ends once its first
+        code block closes (the whole answer is decoded only when a fence is in sight)."""
+        if not any(s in tail for s in row.watch):
+            return False
+        return row.mode != "answer" or chat.answer_complete(self.tokenizer.decode(tokens, skip_special_tokens=False))
 
     def _forward(self, input_ids, mask, positions, cache, prefill=False):
         kwargs = dict(input_ids=input_ids, attention_mask=mask, position_ids=positions,
@@ -284,8 +293,3 @@ class TransformersBackend(Backend):
         self.model = None
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-
-
-def info(path: str) -> dict:
-    """Small helper for docs/debugging: the config of a local model dir."""
-    return json.loads((Path(path) / "config.json").read_text())

@@ -22,8 +22,9 @@ import os
 from typing import Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
+from codeeval.generation import model_source
 from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress, token_budget
-from codeeval.generation.requests import Job, Renderer, finish_raw, plan_jobs
+from codeeval.generation.requests import Job, Renderer, plan_jobs
 from codeeval.generation.seeds import sample_seed
 from codeeval.fingerprint import model_fingerprint
 
@@ -50,7 +51,8 @@ class VLLMBackend(Backend):
         self.spec = spec
         self.args = a = spec.args
         opts = dict(spec.options)
-        kwargs = dict(model=spec.model, revision=a.revision, trust_remote_code=a.trust_remote_code,
+        model = model_source.resolve(spec.model).single_file()  # a GGUF model is one file for vLLM
+        kwargs = dict(model=model, revision=a.revision, trust_remote_code=a.trust_remote_code,
                       dtype=VLLM_DTYPES.get(a.precision, a.precision), seed=a.seed,
                       tensor_parallel_size=int(opts.get("tensor_parallel_size", 1)),
                       gpu_memory_utilization=float(opts.get("gpu_memory_utilization", 0.9)))
@@ -104,15 +106,15 @@ class VLLMBackend(Backend):
             eos = self.eos_text()
             for job, res in zip(jobs, results):
                 comp = res.outputs[0]
-                raw = finish_raw(comp.text, job.mode, job.fim_fmt, eos)
                 if comp.finish_reason == "length":
                     reason = "length"
                 elif getattr(comp, "stop_reason", None) is None:
                     reason = "eos"
                 else:
                     reason = "stop"
+                out = job.output(comp.text, len(comp.token_ids), reason, eos)
                 for i in job.requests:
-                    outputs[i] = GenOutput(raw, len(comp.token_ids), reason)
+                    outputs[i] = out
         if progress:
             progress(len(requests))
         return outputs  # type: ignore[return-value]

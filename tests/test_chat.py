@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from codeeval.benchmarks.spec import Problem, Prompting, TaskSpec
-from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, chat, demo_model, fim
+from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, chat, fim
+from codeeval.generation.requests import Job, plan_jobs, to_output
 from codeeval.generation.transformers_backend import TransformersBackend
 
 PROMPT = 'def add(a, b):\n    """Return a + b."""\n'
@@ -14,10 +15,6 @@ def toy_task(extra=None):
     return TaskSpec("toy", "toy", lambda o: [], ("\ndef",), lambda p, r, e: p.prompt + r, lambda p: "", (),
                     prompting=Prompting(**(extra or {})))
 
-
-@pytest.fixture(scope="module")
-def model_dir():
-    return str(demo_model.ensure_demo_model(demo_model.test_model_dir(), demo_model.TEST_RECIPE, log=None))
 
 
 def test_instruction_tokens_follow_bigcode():
@@ -53,9 +50,9 @@ def test_extract_code():
     assert raw is None and program == "from typing import List\ndef f(xs):\n    return xs\n"
 
 
-def test_chat_template_path_through_the_transformers_backend(model_dir):
+def test_chat_template_path_through_the_transformers_backend(demo_model_dir):
     args = GenerationArgs(do_sample=False, max_new_tokens=24, apply_chat_template=True)
-    b = TransformersBackend(BackendSpec("transformers", model_dir, args))
+    b = TransformersBackend(BackendSpec("transformers", demo_model_dir, args))
     problem = Problem("T/0", 0, PROMPT, {})
     task = toy_task()
     req = GenRequest("T/0", 0, PROMPT, task.stop_words + (b.eos_text(),))
@@ -71,7 +68,50 @@ def test_chat_template_path_through_the_transformers_backend(model_dir):
         b.generate(task, [problem], [req])
 
 
-def test_fim_formats_and_backend_plumbing(model_dir):
+def test_free_chat_style_prefills_nothing_and_recovers_the_program():
+    task = toy_task()
+    free = GenerationArgs(instruction_tokens="U,E,A", chat_style="free")
+    r = chat.render(PROMPT, free, task, None)
+    assert r.mode == "answer" and r.text.endswith("A") and r.context == "" and PROMPT.rstrip() in r.text
+    with pytest.raises(ValueError, match="--chat_style"):
+        chat.render(PROMPT, GenerationArgs(instruction_tokens="U,E,A", chat_style="fence"), task, None)
+    assert chat.answer_complete("Sure:\n```python\nx = 1\n```") and not chat.answer_complete("```python\nx = 1\n")
+    kw = dict(mode="answer", fmt=None, eos=None, prompt=PROMPT, language="python")
+    # the answer repeats the prompt: the rest is a continuation (the task's post-processing applies)
+    out = to_output("Here:\n```python\n" + PROMPT + "    return a + b\n```\nDone.", 9, "stop", **kw)
+    assert out.program is None and out.raw == "\n    return a + b\n" and out.n_tokens == 9
+    # it does not: the block is the program, the raw answer is kept for inspection
+    answer = "```python\ndef add(a, b):\n    return a + b\n```"
+    out = to_output(answer, 9, "stop", **kw)
+    assert out.program == "def add(a, b):\n    return a + b\n" and out.raw == answer
+    # an answer without a fence that ended at eos: the eos text is not part of the program
+    out = to_output("def add(a, b):\n    return a + b\n<|im_end|>", 9, "eos", **dict(kw, eos="<|im_end|>"))
+    assert out.program == "def add(a, b):\n    return a + b\n"
+    # a pre-filled continuation is only cut at its closing fence
+    assert to_output("    return 1\n```\nmore", 3, "stop", **dict(kw, mode="chat")).raw == "    return 1\n"
+
+
+def test_a_free_answer_ends_when_its_first_code_block_closes(demo_model_dir):
+    args = GenerationArgs(do_sample=False, max_new_tokens=6, apply_chat_template=True, chat_style="free")
+    b = TransformersBackend(BackendSpec("transformers", demo_model_dir, args))
+    task, problem = toy_task(), Problem("T/0", 0, PROMPT, {})
+    req = GenRequest("T/0", 0, PROMPT, task.stop_words + (b.eos_text(),))
+    rendered, _ = b.renderer.render(task, problem, PROMPT)
+    assert rendered.mode == "answer" and rendered.text.endswith("<|im_start|>assistant\n")
+    jobs, _ = plan_jobs(task, [problem], [req], b.renderer, b._encode, b._budget, dedupe=True)
+    assert jobs[0].stops == () and jobs[0].watch == ("```",)  # the task's stop words cut continuations only
+    ids = lambda text: b.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    opened = ids("Sure:\n```python\ndef f():\n    return 1\n")
+    assert not b._ends(jobs[0], "Sure:\n```python\n", opened)  # the opening fence goes on
+    assert b._ends(jobs[0], "1\n```", opened + ids("```"))
+    plain = Job(ids=[0], budget=1, stops=("\ndef",), seed_key=("T/0", 0))
+    assert b._ends(plain, "x\ndef", []) and not b._ends(plain, "```", [])
+    # through generate: six tokens cannot repeat the prompt, so the answer's code is the program
+    out = b.generate(task, [problem], [req])[0]
+    assert 0 < out.n_tokens <= 6 and out.program == chat.extract_code(out.raw)
+
+
+def test_fim_formats_and_backend_plumbing(demo_model_dir):
     fmt = fim.get_format("starcoder")
     assert fim.render(fmt, "a = ", "\nprint(a)", preprefix="#p\n") == "<fim_prefix>#p\na = <fim_suffix>\nprint(a)<fim_middle>"
     assert fim.get_format(None, "bigcode/santacoder").name == "santacoder"
@@ -84,7 +124,7 @@ def test_fim_formats_and_backend_plumbing(model_dir):
     # the demo tokenizer has StarCoder's FIM tokens: the backend builds the FIM prompt
     task = toy_task({"fim_parts": lambda p: (p.record["prefix"], p.record["suffix"])})
     problem = Problem("T/0", 0, "", {"prefix": "def f():\n    return ", "suffix": "\n\nprint(f())\n"})
-    b = TransformersBackend(BackendSpec("transformers", model_dir, GenerationArgs(do_sample=False, max_new_tokens=8)))
+    b = TransformersBackend(BackendSpec("transformers", demo_model_dir, GenerationArgs(do_sample=False, max_new_tokens=8)))
     req = GenRequest("T/0", 0, "", ())
     rendered, fmt = b.renderer.render(task, problem, req.prompt)
     assert rendered.mode == "fim" and fmt.name == "starcoder"

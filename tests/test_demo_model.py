@@ -1,28 +1,28 @@
-"""`codeeval demo-model`: built once (reduced budget here), cached, an ordinary HF model dir."""
+"""The locally trained test model: built once (reduced budget here), cached, an ordinary HF model dir."""
 from __future__ import annotations
 
 import json
-import time
+from dataclasses import replace
 
 from codeeval.generation import demo_model
 
 
-def test_build_cache_and_reuse(tmp_path, monkeypatch, capsys):
+def test_build_cache_and_reuse(tmp_path, monkeypatch):
     monkeypatch.setenv("CODEEVAL_CACHE", str(tmp_path / "cache"))
     assert demo_model.default_dir() == tmp_path / "cache" / "demo-model"
-    small = demo_model.replace(demo_model.TEST_RECIPE, steps=3, corpus_chars=100_000, vocab_size=512)
-    logs = []
-    path = demo_model.ensure_demo_model(recipe=small, log=logs.append)
+    small = replace(demo_model.TEST_RECIPE, steps=3, corpus_chars=100_000, vocab_size=512)
+    # log=None is silent (a fresh machine once crashed here: the cache was missing)
+    path = demo_model.ensure_demo_model(recipe=small, log=None)
     assert path == tmp_path / "cache" / "demo-model"
-    assert any("saved to" in m for m in logs)
-    stamp = json.loads((path / demo_model.STAMP).read_text())
+    stamp_file = path / demo_model.STAMP
+    stamp = json.loads(stamp_file.read_text())
     assert stamp["recipe"]["steps"] == 3 and stamp["parameters"] > 0
 
-    # cached: the second call returns at once without training
-    logs.clear()
-    t0 = time.time()
+    # cached: the second call returns the same directory without training or rewriting it
+    logs = []
+    written = stamp_file.stat().st_mtime_ns
     assert demo_model.ensure_demo_model(recipe=small, log=logs.append) == path
-    assert time.time() - t0 < 1.0 and logs == []
+    assert logs == [] and stamp_file.stat().st_mtime_ns == written
 
     # an ordinary Hugging Face model directory, with eos, FIM tokens and a chat template
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -33,15 +33,6 @@ def test_build_cache_and_reuse(tmp_path, monkeypatch, capsys):
     assert tok.chat_template and model.config.vocab_size == len(tok)
     text = "def f(x):\n    return x  # ünïcode\n"
     assert tok.decode(tok(text)["input_ids"]) == text  # byte-level BPE round-trips
-
-
-
-def test_cli_prints_the_path(tmp_path, capsys):
-    target = tmp_path / "m"
-    rc = demo_model.main(["--path", str(target), "--small", "--steps", "2", "--quiet"])
-    assert rc == 0
-    assert capsys.readouterr().out.strip() == str(target)
-    assert (target / "config.json").is_file() and (target / demo_model.STAMP).is_file()
 
 
 def test_corpus_is_the_standard_library():

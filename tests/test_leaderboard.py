@@ -4,25 +4,40 @@ from codeeval.cli import main
 from codeeval.leaderboard import load_results, table
 
 
-def write(path, model, metrics):
-    path.write_text(json.dumps({**metrics, "config": {"model": model}, "codeeval": {}}))
+def write(path, model, metrics, problems=None):
+    tasks = {task: {"problems": n} for task, n in (problems or {}).items()}
+    path.write_text(json.dumps({**metrics, "config": {"model": model}, "codeeval": {"tasks": tasks}}))
     return str(path)
 
 
-def test_table_has_a_row_per_model_and_a_column_per_task_metric(tmp_path):
-    a = write(tmp_path / "a.json", "reference", {"humaneval": {"pass@1": 1.0}, "mbpp": {"pass@1": 0.998}})
-    b = write(tmp_path / "b.json", "demo", {"humaneval": {"pass@1": 0.0061, "pass@10": 0.05}})
-    lines = table(load_results([a, b])).splitlines()
-    assert lines[0].split("|")[1:-1] == [" model     ", " humaneval pass@1 ", " mbpp pass@1 ", " humaneval pass@10 "]
-    assert lines[2].split() == ["|", "reference", "|", "1.0000", "|", "0.9980", "|", "-", "|"]
-    assert lines[3].split() == ["|", "demo", "|", "0.0061", "|", "-", "|", "0.0500", "|"]
+def test_table_has_a_row_per_model_and_per_task_its_metrics_and_problems(tmp_path):
+    a = write(tmp_path / "a.json", "reference", {"humaneval": {"pass@1": 1.0}, "mbpp": {"pass@1": 0.998}},
+              {"humaneval": 164, "mbpp": 500})
+    b = write(tmp_path / "b.json", "demo", {"humaneval": {"pass@1": 0.0061, "pass@10": 0.05}}, {"humaneval": 40})
+    c = write(tmp_path / "c.json", "bigcode", {"mbpp": {"pass@1": 0.25}})  # no codeeval block: problems unknown
+    lines = table(load_results([a, b, c])).splitlines()
+    cells = lambda line: [c.strip() for c in line.split("|")[1:-1]]  # noqa: E731
+    assert cells(lines[0]) == ["model", "humaneval pass@1", "humaneval problems", "mbpp pass@1", "mbpp problems"]
+    assert cells(lines[2]) == ["reference", "1.0000", "164", "0.9980", "500"]
+    assert cells(lines[3]) == ["demo", "0.0061", "40", "-", "-"]
+    assert cells(lines[4]) == ["bigcode", "-", "-", "0.2500", "-"]
 
 
-def test_only_numbers_become_columns(tmp_path):
-    conala = {"bleu": 0.25, "precisions": [0.5, 0.25, 0.2, 0.1], "brevity_penalty": 1.0}
-    lines = table(load_results([write(tmp_path / "a.json", "m", {"conala": conala})])).splitlines()
-    assert lines[0].split("|")[1:-1] == [" model ", " conala bleu ", " conala brevity_penalty "]
-    assert lines[2].split() == ["|", "m", "|", "0.2500", "|", "1.0000", "|"]
+def test_each_task_shows_its_primary_metric(tmp_path):
+    conala = {"precisions": [0.5, 0.25, 0.2, 0.1], "bleu": 0.25, "brevity_penalty": 1.0}
+    pal = {"accuracy": 0.5, "num_failed_execution": 3}
+    plus = {"pass@1": 0.75, "base_pass@1": 0.8}
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps({"conala": conala, "pal-gsm8k-greedy": pal, "humanevalplus": plus,
+                                "config": {"model": "m"},
+                                "codeeval": {"tasks": {"conala": {"primary": "bleu", "problems": 500},
+                                                       "pal-gsm8k-greedy": {"primary": "accuracy", "problems": 9}}}}))
+    lines = table(load_results([str(path)])).splitlines()
+    assert [c.strip() for c in lines[0].split("|")[1:-1]] == [
+        "model", "conala bleu", "conala problems", "pal-gsm8k-greedy accuracy", "pal-gsm8k-greedy problems",
+        "humanevalplus pass@1", "humanevalplus problems"]
+    assert lines[2].split() == ["|", "m", "|", "0.2500", "|", "500", "|", "0.5000", "|", "9", "|", "0.7500", "|",
+                                "-", "|"]
 
 
 def test_missing_results_is_a_usage_error(tmp_path, capsys):

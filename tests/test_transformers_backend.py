@@ -1,4 +1,4 @@
-"""The transformers backend on a small demo model (reduced training budget, cached in /tmp)."""
+"""The transformers backend on the small locally trained test model (conftest.demo_model_dir)."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,6 @@ import pytest
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, backend_class
-from codeeval.generation import demo_model
 from codeeval.fingerprint import model_fingerprint
 from codeeval.generation.transformers_backend import TransformersBackend
 
@@ -23,10 +22,6 @@ PROMPTS = [
     'def is_prime(n: int) -> bool:\n    """Check whether n is prime.\n    >>> is_prime(7)\n    True\n    """\n',
 ]
 
-
-@pytest.fixture(scope="module")
-def model_dir():
-    return str(demo_model.ensure_demo_model(demo_model.test_model_dir(), demo_model.TEST_RECIPE, log=None))
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +41,8 @@ def make_task(problems, stops=STOPS):
     return TaskSpec("toy", "toy", lambda o: problems, stops, postprocess, lambda p: "", ())
 
 
-def backend(model_dir, **kw):
-    return TransformersBackend(BackendSpec("transformers", model_dir, GenerationArgs(**kw)))
+def backend(demo_model_dir, **kw):
+    return TransformersBackend(BackendSpec("transformers", demo_model_dir, GenerationArgs(**kw)))
 
 
 def requests_for(problems, n, stops):
@@ -58,10 +53,10 @@ def as_tuples(outs):
     return [(o.raw, o.n_tokens, o.finish_reason) for o in outs]
 
 
-def test_batched_greedy_equals_one_at_a_time(model_dir, problems):
+def test_batched_greedy_equals_one_at_a_time(demo_model_dir, problems):
     task = make_task(problems)
-    one = backend(model_dir, do_sample=False, max_new_tokens=48, max_batch_rows=1)
-    many = backend(model_dir, do_sample=False, max_new_tokens=48, max_batch_rows=16)
+    one = backend(demo_model_dir, do_sample=False, max_new_tokens=48, max_batch_rows=1)
+    many = backend(demo_model_dir, do_sample=False, max_new_tokens=48, max_batch_rows=16)
     stops = STOPS + (one.eos_text(),)
     reqs = requests_for(problems, 2, stops)
     got_one = as_tuples(one.generate(task, problems, reqs))
@@ -73,8 +68,8 @@ def test_batched_greedy_equals_one_at_a_time(model_dir, problems):
     # also against transformers' own generate, one prompt at a time, no stop words
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    tok = AutoTokenizer.from_pretrained(demo_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(demo_model_dir)
     plain = as_tuples(many.generate(task, problems, requests_for(problems, 1, ())))
     for p, (raw, n, reason) in zip(problems, plain):
         ids = tok(p.prompt, return_tensors="pt").input_ids
@@ -83,9 +78,9 @@ def test_batched_greedy_equals_one_at_a_time(model_dir, problems):
         assert reason in ("length", "eos")
 
 
-def test_stop_words_are_per_row_and_never_cut_the_prompt(model_dir, problems):
+def test_stop_words_are_per_row_and_never_cut_the_prompt(demo_model_dir, problems):
     task = make_task(problems, stops=("\n",))
-    b = backend(model_dir, do_sample=False, max_new_tokens=40, max_batch_rows=8)
+    b = backend(demo_model_dir, do_sample=False, max_new_tokens=40, max_batch_rows=8)
     outs = b.generate(task, problems, requests_for(problems, 1, ("\n",)))
     assert any(o.finish_reason == "stop" for o in outs)
     for p, o in zip(problems, outs):
@@ -100,34 +95,34 @@ def test_stop_words_are_per_row_and_never_cut_the_prompt(model_dir, problems):
     assert len(lengths) > 1
 
 
-def test_budget_follows_max_length_generation(model_dir, problems):
+def test_budget_follows_max_length_generation(demo_model_dir, problems):
     task = make_task(problems)
-    b = backend(model_dir, do_sample=False, max_length_generation=60, max_batch_rows=8)
+    b = backend(demo_model_dir, do_sample=False, max_length_generation=60, max_batch_rows=8)
     outs = b.generate(task, problems, requests_for(problems, 1, ()))
     for p, o in zip(problems, outs):
         n_prompt = len(b.tokenizer(p.prompt)["input_ids"])
         if o.finish_reason == "length":
             assert o.n_tokens == 60 - n_prompt  # prompt + completion = max_length_generation
-    short = backend(model_dir, do_sample=False, max_length_generation=10)
+    short = backend(demo_model_dir, do_sample=False, max_length_generation=10)
     outs = short.generate(task, problems, requests_for(problems, 1, ()))
     assert outs[0].finish_reason == "prompt_too_long" and outs[0].raw == "" and outs[0].n_tokens == 0
     assert outs[3].finish_reason != "prompt_too_long"  # "x = [" fits
 
 
-def test_eos_finishes_a_row(model_dir, problems):
+def test_eos_finishes_a_row(demo_model_dir, problems):
     task = make_task(problems)
-    b = backend(model_dir, do_sample=False, max_new_tokens=5)
+    b = backend(demo_model_dir, do_sample=False, max_new_tokens=5)
     b.eos_ids = list(range(len(b.tokenizer)))  # pretend every token ends the text
     out = b.generate(task, problems[:1], requests_for(problems[:1], 1, ()))[0]
     assert out.finish_reason == "eos" and out.n_tokens == 1
 
 
-def test_sampling_seeds_do_not_depend_on_batch_or_shard(model_dir, problems):
+def test_sampling_seeds_do_not_depend_on_batch_or_shard(demo_model_dir, problems):
     task = make_task(problems)
     kw = dict(do_sample=True, temperature=0.8, top_p=0.95, max_new_tokens=24, seed=3)
     reqs = requests_for(problems, 3, ())
-    a = as_tuples(backend(model_dir, max_batch_rows=1, **kw).generate(task, problems, reqs))
-    b = backend(model_dir, max_batch_rows=7, **kw)
+    a = as_tuples(backend(demo_model_dir, max_batch_rows=1, **kw).generate(task, problems, reqs))
+    b = backend(demo_model_dir, max_batch_rows=7, **kw)
     together = as_tuples(b.generate(task, problems, reqs))
     assert a == together
     # two "device shards" each holding half of the requests, in another order
@@ -136,24 +131,24 @@ def test_sampling_seeds_do_not_depend_on_batch_or_shard(model_dir, problems):
     assert split[len(reqs) - half:] + split[:len(reqs) - half] == together
     # samples of one prompt differ from each other; another seed changes them
     assert len({together[0], together[1], together[2]}) > 1
-    other = as_tuples(backend(model_dir, max_batch_rows=7, **dict(kw, seed=4)).generate(task, problems, reqs))
+    other = as_tuples(backend(demo_model_dir, max_batch_rows=7, **dict(kw, seed=4)).generate(task, problems, reqs))
     assert other != together
 
 
-def test_top_k_and_low_temperature_behave(model_dir, problems):
+def test_top_k_and_low_temperature_behave(demo_model_dir, problems):
     task = make_task(problems)
-    greedy = as_tuples(backend(model_dir, do_sample=False, max_new_tokens=16).generate(
+    greedy = as_tuples(backend(demo_model_dir, do_sample=False, max_new_tokens=16).generate(
         task, problems, requests_for(problems, 1, ())))
-    top1 = as_tuples(backend(model_dir, do_sample=True, top_k=1, top_p=1.0, temperature=1.0,
+    top1 = as_tuples(backend(demo_model_dir, do_sample=True, top_k=1, top_p=1.0, temperature=1.0,
                              max_new_tokens=16).generate(task, problems, requests_for(problems, 1, ())))
     assert top1 == greedy
 
 
-def test_fingerprint_tracks_weights(tmp_path, model_dir):
+def test_fingerprint_tracks_weights(tmp_path, demo_model_dir):
     import shutil
 
     copy = tmp_path / "m"
-    shutil.copytree(model_dir, copy)
+    shutil.copytree(demo_model_dir, copy)
     before = model_fingerprint(str(copy))
     assert before == model_fingerprint(str(copy))
     weights = next(p for p in copy.iterdir() if p.suffix == ".safetensors")
@@ -186,7 +181,7 @@ def test_default_install_works_without_vllm():
     assert backend_class("transformers") is TransformersBackend
 
 
-def test_vllm_backend_against_a_stub_engine(monkeypatch, model_dir, problems):
+def test_vllm_backend_against_a_stub_engine(monkeypatch, demo_model_dir, problems):
     """vllm is not installed here: a stub module checks how requests map onto vLLM's API."""
     import types
 
@@ -202,7 +197,7 @@ def test_vllm_backend_against_a_stub_engine(monkeypatch, model_dir, problems):
         def __init__(self, **kw):
             calls["init"] = kw
             calls["engines"] = calls.get("engines", 0) + 1
-            self.tok = AutoTokenizer.from_pretrained(model_dir)
+            self.tok = AutoTokenizer.from_pretrained(demo_model_dir)
 
         def get_tokenizer(self):
             return self.tok
@@ -217,7 +212,7 @@ def test_vllm_backend_against_a_stub_engine(monkeypatch, model_dir, problems):
     from codeeval.generation.vllm_backend import VLLMBackend
 
     args = GenerationArgs(do_sample=False, max_length_generation=40, precision="bf16")
-    b = VLLMBackend(BackendSpec("vllm", model_dir, args, options=(("tensor_parallel_size", "2"),)))
+    b = VLLMBackend(BackendSpec("vllm", demo_model_dir, args, options=(("tensor_parallel_size", "2"),)))
     assert calls["init"]["dtype"] == "bfloat16" and calls["init"]["tensor_parallel_size"] == 2
     task = make_task(problems)
     reqs = requests_for(problems, 2, STOPS)
@@ -246,9 +241,9 @@ def test_vllm_backend_against_a_stub_engine(monkeypatch, model_dir, problems):
 
     gpus = ["cuda:0", "cuda:1", "cuda:2"]
     for opts in ((), (("tensor_parallel_size", "2"),)):
-        vspec = BackendSpec("vllm", model_dir, args, options=opts)
+        vspec = BackendSpec("vllm", demo_model_dir, args, options=opts)
         assert devices.plan(vspec, devices=gpus) == [vspec]
-    tspec = BackendSpec("transformers", model_dir, args)
+    tspec = BackendSpec("transformers", demo_model_dir, args)
     assert [s.device for s in devices.plan(tspec, devices=gpus)] == gpus
     # close() drops the engine (open_backend closes a replaced backend)
     import weakref
@@ -259,12 +254,12 @@ def test_vllm_backend_against_a_stub_engine(monkeypatch, model_dir, problems):
     b.close()  # twice is fine
 
 
-def test_batch_size_counts_the_largest_budget_of_the_batch(model_dir):
+def test_batch_size_counts_the_largest_budget_of_the_batch(demo_model_dir):
     """Under --max_length_generation shorter prompts get larger budgets: the KV cache is
     sized for the longest prompt plus the largest budget among the batch's rows."""
     from codeeval.generation.requests import Job
 
-    b = backend(model_dir, do_sample=False, max_length_generation=400)
+    b = backend(demo_model_dir, do_sample=False, max_length_generation=400)
     seen = []
 
     def rows_per_batch(max_len):
