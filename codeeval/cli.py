@@ -157,8 +157,9 @@ def run(config, phases: Phases) -> Optional[dict]:
     from codeeval import prefect_api
 
     prefect_environment()
-    with prefect_api.api_for_run() as server:
-        from codeeval import hub
+    from codeeval import hub
+
+    with prefect_api.api_for_run() as server, hub.offline_for_this_run():
         from codeeval.plan import check
         from codeeval.preflight import check_model, check_outputs, check_sandbox, plan_task
 

@@ -6,6 +6,7 @@ use its local cache without a single retry (HF_HUB_OFFLINE=1, set by `go_offline
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import urllib.error
@@ -66,15 +67,33 @@ def repo_status(kind: str, repo_id: str, revision: Optional[str] = None,
         return None
 
 
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+
+
 def go_offline_if_unreachable() -> bool:
     """Set HF_HUB_OFFLINE=1 and HF_DATASETS_OFFLINE=1 for this process when the hub does not
     answer, so transformers and datasets read their caches without retrying. Effective only
     before huggingface_hub is imported (it reads the variables once). Returns whether offline."""
     if reachable():
         return False
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["HF_DATASETS_OFFLINE"] = "1"
+    for name in OFFLINE_VARIABLES:
+        os.environ[name] = "1"
     return True
+
+
+@contextlib.contextmanager
+def offline_for_this_run():
+    """The offline variables as they were before the run, afterwards (a caller that runs the
+    CLI in-process, or starts other programs, gets its own environment back)."""
+    saved = {name: os.environ.get(name) for name in OFFLINE_VARIABLES}
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _hf_home() -> Path:
