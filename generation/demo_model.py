@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
+from codeeval.cache import cache_root
+
 RECIPE_VERSION = 1
 STAMP = "codeeval-demo.json"
 EOS = "<|endoftext|>"
@@ -57,11 +59,6 @@ class Recipe:
 # A reduced budget for tests: the same pipeline in a few seconds (outputs are near-noise).
 TEST_RECIPE = Recipe(vocab_size=1024, n_layer=2, n_embd=128, n_head=4, n_positions=1024, seq_len=128,
                      batch_size=8, steps=30, corpus_chars=400_000)
-
-
-def cache_root() -> Path:
-    root = os.environ.get("CODEEVAL_CACHE")
-    return Path(root).expanduser() if root else Path.home() / ".cache" / "codeeval"
 
 
 def default_dir() -> Path:
