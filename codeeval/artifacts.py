@@ -107,9 +107,25 @@ def sweep_partial(root: Path) -> list[Path]:
     return removed
 
 
-def write_table(path: Path, rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> Path:
+KEY_FIELD = b"codeeval.key"
+
+
+def write_table(path: Path, rows: Iterable[Mapping[str, Any]], schema: pa.Schema, key: str | None = None) -> Path:
+    """`key` (a shard's cache key) goes in the file's metadata: see `written_with`."""
+    if key is not None:
+        schema = schema.with_metadata({**(schema.metadata or {}), KEY_FIELD: key.encode()})
     table = pa.Table.from_pylist(list(rows), schema=schema)
     return _atomic(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def written_with(path: Path, key: str) -> bool:
+    """Whether `path` is a finished shard for `key`. A kill between the file's rename and
+    Prefect's cache record would otherwise make the next run redo a finished shard."""
+    try:
+        metadata = pq.read_schema(path).metadata or {}
+    except (OSError, pa.ArrowInvalid):
+        return False
+    return metadata.get(KEY_FIELD) == key.encode()
 
 
 def read_rows(path: Path) -> list[dict]:

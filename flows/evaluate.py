@@ -23,7 +23,7 @@ from codeeval.fingerprint import code_version, digest
 from codeeval.generation import backend_class, devices
 from codeeval.plan import backend_spec, check, sandbox_spec
 from codeeval.publish import publish
-from codeeval.tasks.shards import execute_shard, generate_shard, load_problems, score_task
+from codeeval.tasks.shards import KEPT, execute_shard, generate_shard, load_problems, score_task
 
 
 def _after(previous) -> list:
@@ -31,7 +31,8 @@ def _after(previous) -> list:
 
 
 def _cached(future) -> bool:
-    return future.state.name == "Cached"
+    """Reused: a Prefect cache hit, or a file a killed run finished before its cache record."""
+    return future.state.name == "Cached" or future.state.message == KEPT
 
 
 def _run_name() -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
+from prefect.states import Completed
 
 from codeeval import artifacts
 from codeeval.benchmarks.registry import get_task
@@ -25,6 +26,17 @@ from codeeval.generation import BackendSpec, open_backend
 from codeeval.plan import plan_task
 from codeeval.progress import progress_bar
 from codeeval.score import samples_of, score_samples
+
+
+KEPT = "kept: written by an earlier run"
+
+
+def _kept(out_path: str, key: str):
+    """The Completed state of a shard whose file an earlier (killed) run finished, else None."""
+    if artifacts.written_with(Path(out_path), key):
+        get_run_logger().info("%s already holds this shard's output; kept", out_path)
+        return Completed(data=out_path, message=KEPT)
+    return None
 
 
 def _given_key(context, parameters) -> str:
@@ -53,25 +65,30 @@ def load_problems(config: RunConfig, name: str, out_path: str) -> PlannedTask:
 @task(name="generate", persist_result=True, cache_key_fn=_given_key)
 def generate_shard(name: str, problems_path: str, start: int, stop: int, backend: BackendSpec,
                    out_path: str, cache_key: str) -> str:
+    if kept := _kept(out_path, cache_key):
+        return kept
     task_spec = get_task(name)
     problems, counts = artifacts.read_problems(Path(problems_path))
     shard = problems[start:stop]
     total = sum(counts[p.task_id] for p in shard)
     with progress_bar(total, f"generate {name} {Path(out_path).stem}") as advance:
         rows = generate_rows(task_spec, problems, shard, counts, open_backend(backend), advance)
-    artifacts.write_table(Path(out_path), rows, artifacts.GENERATIONS_SCHEMA)
+    artifacts.write_table(Path(out_path), rows, artifacts.GENERATIONS_SCHEMA, key=cache_key)
     return out_path
 
 
 @task(name="execute", persist_result=True, cache_key_fn=_key_with_input_file)
 def execute_shard(name: str, problems_path: str, generations_path: str, sandbox: SandboxSpec,
                   out_path: str, cache_key: str) -> str:
+    key = _key_with_input_file(None, {"cache_key": cache_key, "generations_path": generations_path})
+    if kept := _kept(out_path, key):
+        return kept
     task_spec = get_task(name)
     problems, _ = artifacts.read_problems(Path(problems_path))
     generations = artifacts.read_rows(Path(generations_path))
     with progress_bar(len(generations), f"execute {name} {Path(out_path).stem}") as advance:
         rows = execute_rows(task_spec, problems, generations, POOL.get(sandbox), advance)
-    artifacts.write_table(Path(out_path), rows, artifacts.EXECUTIONS_SCHEMA)
+    artifacts.write_table(Path(out_path), rows, artifacts.EXECUTIONS_SCHEMA, key=key)
     _report_failures(name, Path(out_path).stem, rows)
     return out_path
 

@@ -179,3 +179,19 @@ def test_half_written_files_of_dead_writers_are_swept(tmp_path):
     artifacts.write_json(tmp_path / "t" / "metrics.json", {"ok": 1})
     assert artifacts.sweep_partial(tmp_path) == [stale]
     assert live.exists() and not stale.exists() and (tmp_path / "t" / "metrics.json").exists()
+
+
+def test_a_finished_shard_is_recognised_by_its_key(tmp_path):
+    """A kill between a shard's rename and Prefect's cache record must not make the next run
+    redo the shard: the file itself says which inputs it was written for."""
+    import pyarrow as pa
+    from codeeval import artifacts
+
+    schema = pa.schema([("task_id", pa.string())])
+    path = artifacts.write_table(tmp_path / "shard-00000.parquet", [{"task_id": "a"}], schema, key="k1")
+    assert artifacts.written_with(path, "k1")
+    assert not artifacts.written_with(path, "k2")
+    assert not artifacts.written_with(artifacts.write_table(tmp_path / "old.parquet", [], schema), "k1")
+    (tmp_path / "torn.parquet").write_bytes(b"PAR1 not a file")
+    assert not artifacts.written_with(tmp_path / "torn.parquet", "k1")
+    assert not artifacts.written_with(tmp_path / "missing.parquet", "k1")
