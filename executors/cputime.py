@@ -51,7 +51,8 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 
 def watch(wait: Callable[[float], bool], used: Clock, cpu_limit: float, wall_limit: float,
-          rate: float, stretch: Optional[Callable[[], float]] = None) -> tuple[str, float]:
+          rate: float, stretch: Optional[Callable[[], float]] = None,
+          queued: Optional[Clock] = None) -> tuple[str, float]:
     """Wait until `wait` reports the end (ENDED), the CPU used passes `cpu_limit` (CPU) or
     `wall_limit` seconds pass (WALL); returns that and the factor the limits were stretched by.
 
@@ -64,7 +65,13 @@ def watch(wait: Callable[[float], bool], used: Clock, cpu_limit: float, wall_lim
 
     `stretch()`, asked once when the CPU first passes the limit, returns the machine's current
     slowdown against the reference speed (>= 1, see `slowdown`): both limits grow by it, so
-    that a slow or shared host does not time out programs that fit the reference's limit."""
+    that a slow or shared host does not time out programs that fit the reference's limit.
+
+    `queued()`, asked when the backstop is reached, returns the seconds the program spent
+    runnable but waiting for a CPU (`group_queued`): the backstop moves on by that much, so that
+    on a crowded machine a program that computes reaches its CPU limit instead of the backstop,
+    while one that sleeps or blocks (it queues for nothing) still ends at the backstop. Either
+    way the wall time stays under `wall_limit * MAX_SLOWDOWN` (what a host may wait for)."""
     started = time.monotonic()
     backstop = started + wall_limit
     check_at = started + cpu_limit / rate
@@ -80,6 +87,8 @@ def watch(wait: Callable[[float], bool], used: Clock, cpu_limit: float, wall_lim
             if left < 0:
                 return CPU, factor
             check_at = now + max(left / rate, MIN_POLL_S)
+        if now >= backstop and queued is not None:
+            backstop = started + min(wall_limit * MAX_SLOWDOWN, wall_limit * factor + queued())
         if now >= backstop:
             return WALL, factor
         if wait(min(check_at, backstop) - now):
@@ -161,6 +170,45 @@ def group_clock(pgid: int) -> Clock:
     def read() -> float:
         nonlocal highest
         highest = max(highest, _proc_sum(lambda pid, fields: int(fields[2]) == pgid))
+        return highest
+
+    return read
+
+
+def group_queued(pgid: int) -> Clock:
+    """Seconds the live threads of a process group spent runnable but waiting for a CPU (the
+    run-queue delay, /proc/<pid>/task/<tid>/schedstat's second field): the local sandbox."""
+    return _queued(lambda pid, fields: int(fields[2]) == pgid)
+
+
+def others_queued() -> Clock:
+    """`group_queued` for every process but this one: the Docker server, PID 1 of a container
+    that holds only the program's tree (orphans that left its session included)."""
+    own = os.getpid()
+    return _queued(lambda pid, fields: pid != own)
+
+
+def _queued(member: Callable[[int, list], bool]) -> Clock:
+    """A thread that has exited drops out of the sum, so the clock keeps the highest reading
+    it has seen; 0 where the kernel keeps no schedstat."""
+    highest = 0.0
+
+    def read() -> float:
+        nonlocal highest
+        waited = 0
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as fh:
+                    if not member(int(name), fh.read().rsplit(b")", 1)[1].split()):
+                        continue
+                for tid in os.listdir(f"/proc/{name}/task"):
+                    with open(f"/proc/{name}/task/{tid}/schedstat", "rb") as fh:
+                        waited += int(fh.read().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile, or no schedstat
+        highest = max(highest, waited / 1e9)
         return highest
 
     return read

@@ -34,7 +34,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from codeeval.executors import images
+from codeeval.executors import cputime, images
 from codeeval.executors.base import (
     SANDBOX_ERROR, Limits, Outcome, Program, Progress, Sandbox, classify, rlimit_spec, safe_name,
 )
@@ -205,7 +205,8 @@ class _Worker:
 
     def receive(self, program: Program, since: float) -> dict:
         """The answer for `program`, the oldest one sent; it may have started at `since` at the earliest."""
-        response = self._receive(since + program.backstop_s + self.sandbox.container.grace_s)
+        # the server may stretch the backstop up to MAX_SLOWDOWN times (slow or crowded host)
+        response = self._receive(since + program.backstop_s * cputime.MAX_SLOWDOWN + self.sandbox.container.grace_s)
         if response.get("key") != program.key:
             raise WorkerDied(f"protocol error: answer for {response.get('key')!r}, expected {program.key!r}")
         return response

@@ -283,7 +283,8 @@ def _wait(pid: int, used: cputime.Clock, cpu_limit: float, wall_limit: float, ra
 
     try:
         why, factor = cputime.watch(wait, used, cpu_limit, wall_limit, rate,
-                                    stretch=lambda: cputime.paused_slowdown(pid, speed_reference))
+                                    stretch=lambda: cputime.paused_slowdown(pid, speed_reference),
+                                    queued=cputime.others_queued())
         return status, why, factor
     finally:
         if pidfd is not None:

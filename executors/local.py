@@ -146,7 +146,8 @@ def _watch(pid: int, program: Program, rate: float, speed_reference: float) -> t
 
     try:
         why, factor = cputime.watch(exited, clock, program.timeout_s, program.backstop_s, rate,
-                                    stretch=lambda: cputime.paused_slowdown(pid, speed_reference))
+                                    stretch=lambda: cputime.paused_slowdown(pid, speed_reference),
+                                    queued=cputime.group_queued(pid))
         return why, clock(), factor
     finally:
         if pidfd is not None:

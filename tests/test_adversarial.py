@@ -89,7 +89,7 @@ def run(request):
         del os.environ["CODEEVAL_CANARY_SECRET"]
     return {
         "outcomes": {o.key: o for o in outcomes}, "attacks": attacks, "good": good, "sandbox_id": sandbox.id,
-        "ids": ids, "names": names, "live_names": live_names, "elapsed": elapsed, "canary": canary,
+        "ids": ids, "names": names, "live_names": live_names, "canary": canary,
         "before_files": before_files,
     }
 
@@ -129,12 +129,6 @@ def test_other_samples_still_judged_right(run):
 def test_no_container_was_lost(run):
     # No attack killed its container: the same two containers served the whole run.
     assert run["live_names"] == run["names"]
-
-
-def test_run_stays_fast(run):
-    # 24 attacks (a handful stopped at 2 s of CPU, one sleeper at the 11 s backstop) + 40
-    # programs on 2 workers.
-    assert run["elapsed"] < 30
 
 
 def test_host_is_unaffected(run):

@@ -146,3 +146,32 @@ def test_reference_verdicts_hold_while_every_core_is_busy():
                for p in mbpp + with_setup + humaneval if not outcomes[p.key].passed}
     assert list(failing) == ["367"], failing  # bigcode: MBPP 499/500, the setup variant 500/500
     assert "NameError" in outcomes["367"].stderr_tail
+
+
+def test_a_crowded_cpu_does_not_count_against_the_backstop():
+    """Four CPU-bound processes share one pinned CPU, so the loop gets about a quarter of it:
+    1 s of CPU takes ~4 s of wall time, past its 2 s backstop. The time it waited for the CPU
+    does not count, so it stops at its CPU limit; a sleeper, which queues for nothing, still
+    stops at the backstop."""
+    import os
+    import subprocess
+    import sys
+
+    cpu = min(os.sched_getaffinity(0))
+    programs = [Program("crowded-loop", "while True:\n    pass", timeout_s=1.0, wall_s=2.0),
+                Program("crowded-sleep", "import time\ntime.sleep(3600)", timeout_s=1.0, wall_s=2.0)]
+    saved = os.sched_getaffinity(0)
+    hogs = []
+    try:
+        os.sched_setaffinity(0, {cpu})  # inherited by the hogs and the sandbox's programs
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
+        with LocalSandbox(n_workers=1, limits=unstretched()) as sandbox:
+            loop, sleep = sandbox.run(programs)
+    finally:
+        os.sched_setaffinity(0, saved)
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert (loop.status, loop.detail) == (TIMEOUT, CPU_DETAIL), loop
+    assert loop.duration_s > 2.0, "the loop should have waited past its backstop for the crowded CPU"
+    assert (sleep.status, sleep.detail) == (TIMEOUT, BACKSTOP_DETAIL.format(2.0)), sleep
