@@ -156,12 +156,18 @@ def reference_solution(problem: Problem) -> str:
     return json.dumps(problem.record["gold"])
 
 
+def chat_parts(problem: Problem) -> tuple[str, str]:
+    """For chat and instruction models: the program (its comment asks the question) as the
+    user's message, nothing pre-filled."""
+    return problem.prompt, ""
+
+
 def make(name: str) -> TaskSpec:
     collection = COLLECTIONS[name]
     return TaskSpec(
         name=name, family="codesembench", load=_loader(collection), stop_words=STOP_WORDS,
         postprocess=postprocess, reference_solution=reference_solution, metrics=(SemanticPRF1(),),
-        prompting=Prompting(language="c"),
+        prompting=Prompting(language="c", instruction=chat_parts),
         description=f"CodeSemBench {collection}/ (program analysis questions), zero-shot, P/R/F1 per task, macro",
     )
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from codeeval.benchmarks.data import read_jsonl
-from codeeval.benchmarks.spec import Execution, LoadOptions, Problem, TaskSpec, Verdict
+from codeeval.benchmarks.spec import Execution, LoadOptions, Problem, Prompting, TaskSpec, Verdict
 from codeeval.benchmarks.text import cut_at_stop
 from codeeval.errors import UsageError
 from codeeval.executors.base import FAILED, PASSED, SANDBOX_ERROR, TIMEOUT, Outcome, Program
@@ -183,6 +183,12 @@ class OutputTests(Execution):
         return Verdict(PASSED if passed else FAILED, passed, codes, detail=detail)
 
 
+def chat_parts(problem: Problem) -> tuple[str, str]:
+    """For chat and instruction models: MERA's query as the instruction, the answer pre-filled
+    with a code fence and `inputs.function` (the continuation is the body, as without chat)."""
+    return problem.prompt, "```python\n" + problem.record["inputs"]["function"]
+
+
 def make(name: str) -> TaskSpec:
     compat = name == "ruhumaneval-mera-compat"
     how = ("MERA's executor (exec without globals: top-level imports, helpers and recursion unseen)" if compat
@@ -190,7 +196,7 @@ def make(name: str) -> TaskSpec:
     return TaskSpec(
         name=name, family="ruhumaneval", load=load, stop_words=STOP_WORDS, postprocess=postprocess,
         reference_solution=reference_solution, execution=OutputTests("mera" if compat else "fresh"),
-        metrics=(PassAtK(default_ks=KS),), hf_dataset=HF_DATASET,
+        metrics=(PassAtK(default_ks=KS),), prompting=Prompting(instruction=chat_parts), hf_dataset=HF_DATASET,
         description=f"ruHumanEval (MERA), outputs per test; {how}; pass@1/5/10 (MERA draws 10 samples)",
     )
 

@@ -165,3 +165,12 @@ def test_missing_or_empty_data_is_one_line(tmp_path, data_dir):
     shutil.rmtree(tmp_path / "codesembench" / "tasks")
     with pytest.raises(UsageError, match="not a readable tar.gz"):
         get_task("codesembench").load(LoadOptions(tmp_path))
+
+
+def test_chat_prompts_send_the_program_and_prefill_nothing(tasks):
+    from codeeval.generation import GenerationArgs, chat
+
+    p = tasks[0]
+    rendered = chat.render(p.prompt, GenerationArgs(instruction_tokens="<u>,<e>,<a>"), get_task("codesembench"), p)
+    assert rendered.text == "<u>" + p.prompt + "<e><a>"
+    assert codesembench.postprocess(p, "[['p', 'm0']][eod] more") == "[['p', 'm0']]"

@@ -187,3 +187,15 @@ def test_fixtures_are_self_consistent(problems):
         fn = namespace[p.record["meta"]["entry_point"]]
         got = [str(fn(**t)) for t in ast.literal_eval(p.record["inputs"]["tests"])]
         assert got == ruhumaneval.expected_outputs(p.record)
+
+
+def test_chat_prompts_send_meras_query_and_prefill_the_function(problems):
+    from codeeval.generation import GenerationArgs, chat
+
+    p = problems[0]
+    rendered = chat.render(p.prompt, GenerationArgs(instruction_tokens="<u>,<e>,<a>"), get_task("ruhumaneval"), p)
+    function = p.record["inputs"]["function"]
+    assert rendered.text == "<u>" + p.prompt + "<e><a>```python\n" + function
+    # the continuation is the body, cut at the closing fence, then post-processed as without chat
+    body = chat.finish_continuation("    return x + 1\n```\nГотово.", rendered.mode)
+    assert ruhumaneval.postprocess(p, body) == function + "    return x + 1\n"
