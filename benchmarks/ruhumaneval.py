@@ -138,6 +138,8 @@ def compare(expected: list[str], results: Optional[list]) -> tuple[bool, tuple[i
         return False, ()
     codes = []
     for want, got in zip(expected, results):
+        if got is not None and not (isinstance(got, list) and got and isinstance(got[0], str)):
+            return False, ()  # not the harness's line
         got_digest = digest("None") if got is None else got[0]
         codes.append(PASS if got_digest == digest(want) else RAISED if got is None else WRONG)
     return all(c == PASS for c in codes), tuple(codes)
@@ -160,12 +162,15 @@ class OutputTests(Execution):
     """Each test's `str(result)` from one run of the harness, compared with the expected outputs."""
 
     mode: str = "fresh"  # "mera": MERA's exec without a globals dict
+    exec_limit_s: float = EXEC_LIMIT_S  # CPU seconds for exec(program)
+    timeout_s: float = TIMEOUT_S  # CPU seconds for the whole program
 
     def build(self, problem: Problem, completion: str, prepared: Any = None) -> Program:
-        job = {"mode": self.mode, "entry_point": problem.record["meta"]["entry_point"], "exec_limit_s": EXEC_LIMIT_S}
+        job = {"mode": self.mode, "entry_point": problem.record["meta"]["entry_point"],
+               "exec_limit_s": self.exec_limit_s}
         files = {"job.json": json.dumps(job).encode(), "tests.txt": problem.record["inputs"]["tests"].encode(),
                  "solution.py": completion.encode("utf-8", "surrogatepass")}
-        return Program("", HARNESS, timeout_s=TIMEOUT_S, guard=True, files=files,
+        return Program("", HARNESS, timeout_s=self.timeout_s, guard=True, files=files,
                        preimport=("numpy", "typing", "concurrent.futures", "tempfile", "platform"))
 
     def judge(self, problem: Problem, outcome: Outcome, prepared: Any = None) -> Verdict:

@@ -4,6 +4,7 @@ strings and fence unwrapping, per-test outputs from real runs in the Docker sand
 as MERA compares them, the two execution modes side by side, and MERA's pass@k."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -38,8 +39,12 @@ def by_entry(problems, entry):
     return next(p for p in problems if p.record["meta"]["entry_point"] == entry)
 
 
-def run(task_name, problem, completions, sandbox):
+def run(task_name, problem, completions, sandbox, **limits):
+    """Verdicts from real runs; `limits` shrink the CPU limits (exec_limit_s, timeout_s) so that
+    the overrun cases need little CPU on a loaded machine."""
     task = get_task(task_name)
+    if limits:
+        task = dataclasses.replace(task, execution=dataclasses.replace(task.execution, **limits))
     rows = [{"task_id": problem.task_id, "sample": i, "completion": c} for i, c in enumerate(completions)]
     return [verdict_of(r) for r in execute_rows(task, [problem], rows, sandbox)]
 
@@ -132,20 +137,35 @@ def test_failing_samples_and_their_per_test_codes(problems, sandbox):
         "    raise ValueError(x)\n",  # every call raises: None
         "    return str(x + 1)\n",  # str(result): the same text passes
         "    return x + 1\nraise RuntimeError('at import')\n",  # exec raises: [None] * 4
-        "    return x + 1\nwhile True:\n    pass\n",  # exec overruns MERA's 3 s: [None] * 4
-        "    while True:\n        pass\n",  # a call overruns: no result at all ("timed out")
         "    raise SystemExit(0)\n",  # not an Exception: kills MERA's child too
         "    print('noise')\n    return x + 1\n",  # output does not matter
+        "    return sum(range(10 ** 9))\n",  # a call overruns: no result at all ("timed out")
     ]
     function = p.record["inputs"]["function"]
     verdicts = run("ruhumaneval", p, [function + b for b in body], sandbox)
-    assert [v.passed for v in verdicts] == [False, False, False, True, False, False, False, False, True]
+    assert [v.passed for v in verdicts] == [False, False, False, True, False, False, True, False]
     assert verdicts[0].tests == (1, 0, 0, 1) and verdicts[0].detail == "2/4 outputs match"
     assert verdicts[1].tests == (-1, 1, 1, 1)
-    assert verdicts[2].tests == verdicts[4].tests == verdicts[5].tests == (-1,) * 4
-    assert verdicts[6].status == "timeout" and verdicts[6].tests == (-2,) * 4
-    assert verdicts[7].status == "failed" and verdicts[7].tests == (-1,) * 4
-    assert verdicts[8].tests == (1,) * 4
+    assert verdicts[2].tests == verdicts[4].tests == (-1,) * 4
+    assert verdicts[5].status == "failed" and verdicts[5].tests == (-1,) * 4
+    assert verdicts[6].tests == (1,) * 4
+    assert verdicts[7].status == "timeout" and verdicts[7].tests == (-2,) * 4
+
+
+def test_cpu_limits_around_exec_and_around_the_program(problems, sandbox):
+    """An exec that overruns its limit gives [None] * n (MERA's TimeoutException is an
+    Exception); a call that overruns kills the program (MERA: "timed out"). The limits are
+    shrunk to 0.3 s and 0.8 s of CPU here (MERA's 3 s and 4 s in the task)."""
+    p = problems[0]
+    function = p.record["inputs"]["function"]
+    loop_in_exec = function + "    return x + 1\nwhile True:\n    pass\n"
+    loop_in_call = function + "    while True:\n        pass\n"
+    for task in ("ruhumaneval", "ruhumaneval-mera-compat"):
+        in_exec, in_call = run(task, p, [loop_in_exec, loop_in_call], sandbox, exec_limit_s=0.3, timeout_s=0.8)
+        assert (in_exec.status, in_exec.tests) == ("failed", (-1,) * 4), in_exec
+        assert (in_call.status, in_call.tests) == ("timeout", (-2,) * 4), in_call
+    assert get_task("ruhumaneval").execution.exec_limit_s == 3.0
+    assert get_task("ruhumaneval").execution.timeout_s == 4.0
 
 
 def test_a_program_cannot_forge_its_results(problems, sandbox):
@@ -199,3 +219,14 @@ def test_chat_prompts_send_meras_query_and_prefill_the_function(problems):
     # the continuation is the body, cut at the closing fence, then post-processed as without chat
     body = chat.finish_continuation("    return x + 1\n```\nГотово.", rendered.mode)
     assert ruhumaneval.postprocess(p, body) == function + "    return x + 1\n"
+
+
+def test_compare_is_meras_check_solution():
+    d = ruhumaneval.digest
+    # a None result compares as the text "None" (MERA2: str(true) == str(pred))
+    assert ruhumaneval.compare(["1", "None"], [[d("1"), "1"], None]) == (True, (1, 1))
+    assert ruhumaneval.compare(["1", "2"], [[d("1"), "1"], [d("3"), "3"]]) == (False, (1, 0))
+    # an empty or wrong-length result list fails; so does a line the harness did not write
+    assert ruhumaneval.compare(["1"], []) == (False, ())
+    assert ruhumaneval.compare(["1"], [[d("1"), "1"], None]) == (False, ())
+    assert ruhumaneval.compare(["1"], [5]) == (False, ())
