@@ -1,7 +1,8 @@
 """CodeSemBench (google-deepmind/codesembench): questions about a program's semantics (which
 pointers alias, which escape), answered as JSON lists and scored by P/R/F1 against gold
 answers, with no execution (`codesembench`: its `tasks/`; `codesembench-testdata`: the
-reference's own unit-test tasks, `api/testdata/tasks`).
+reference's own unit-test tasks, `api/testdata/tasks`; each also as `<name>-emptyok`, which
+scores an empty answer to an empty gold as right, where the reference's prf1 gives 0/0/0).
 
 A task is a directory holding `metadata.json` and one file per program; a program's gold
 answer is the JSON in `<answers dir>/<program file name>`. Both metadata schemas found in the
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 STOP_WORDS = ("[eod]",)
 ARCHIVE = "tasks.tar.gz"
 COLLECTIONS = {"codesembench": "tasks", "codesembench-testdata": "api/testdata/tasks"}
+EMPTY_OK = "-emptyok"  # a task-name suffix: an empty answer to an empty gold scores 1/1/1
 LANGUAGES = {"C": "c", "C_PLUS_PLUS": "cpp", "PYTHON": "python", "JAVA": "java"}
 ANSWER_DIRS = ("answers", "answer")
 
@@ -163,13 +165,16 @@ def chat_parts(problem: Problem) -> tuple[str, str]:
 
 
 def make(name: str) -> TaskSpec:
-    collection = COLLECTIONS[name]
+    empty_ok = name.endswith(EMPTY_OK)
+    collection = COLLECTIONS[name.removesuffix(EMPTY_OK)]
+    scoring = "an empty answer to an empty gold scores 1" if empty_ok else "the reference's prf1 (empty vs empty: 0)"
     return TaskSpec(
         name=name, family="codesembench", load=_loader(collection), stop_words=STOP_WORDS,
-        postprocess=postprocess, reference_solution=reference_solution, metrics=(SemanticPRF1(),),
+        postprocess=postprocess, reference_solution=reference_solution, metrics=(SemanticPRF1(empty_ok),),
         prompting=Prompting(language="c", instruction=chat_parts),
-        description=f"CodeSemBench {collection}/ (program analysis questions), zero-shot, P/R/F1 per task, macro",
+        description=f"CodeSemBench {collection}/ (program analysis questions), zero-shot, P/R/F1 per task, macro; "
+                    + scoring,
     )
 
 
-TASK_NAMES = list(COLLECTIONS)
+TASK_NAMES = [*COLLECTIONS, *(name + EMPTY_OK for name in COLLECTIONS)]

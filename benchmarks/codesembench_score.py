@@ -7,7 +7,9 @@ unreadable, it is `''` (the reference's fallback). prf1 compares sets: P = |pred
 |pred|, R = |pred & gold| / |gold|, 0 when the denominator is 0, so an empty gold scored
 against an empty prediction gives 0/0/0, as the reference does. cluster_prf1 compares the
 sets of unordered pairs within each cluster. Each task's result is the mean over its programs;
-the headline `f1` (and `precision`, `recall`) is the mean over tasks.
+the headline `f1` (and `precision`, `recall`) is the mean over tasks. The `-emptyok` tasks
+score an empty answer to an empty gold (for cluster_prf1: no pairs in either) as 1/1/1; an
+answer that does not parse, or cannot be scored, still scores 0 there.
 
 Where the reference raises (a prediction item that is a list under prf1, a number where a
 list is expected, items of mixed types in a cluster), the run would die; here that
@@ -34,8 +36,12 @@ def parse_prediction(text: str) -> tuple[Any, bool]:
         return "", False
 
 
-def prf1(predicted: Iterable[Any], actual: Iterable[Any]) -> dict[str, float]:
+def prf1(predicted: Iterable[Any], actual: Iterable[Any], empty_match: bool = False) -> dict[str, float]:
+    """The reference's prf1; `empty_match` (not the reference) scores an empty prediction
+    against an empty gold as 1/1/1 instead of 0/0/0."""
     predicted_set, actual_set = set(predicted), set(actual)
+    if empty_match and not predicted_set and not actual_set:
+        return {"precision": 1.0, "recall": 1.0, "f1": 1.0}
     n_correct = float(len(predicted_set & actual_set))
     precision = n_correct / len(predicted_set) if len(predicted_set) else 0.0
     recall = n_correct / len(actual_set) if len(actual_set) else 0.0
@@ -53,18 +59,18 @@ def sequence_to_pairs(clusters: Sequence[Sequence[Any]]) -> list[tuple[Any, Any]
     return result
 
 
-def cluster_prf1(predicted, actual) -> dict[str, float]:
-    return prf1(set(sequence_to_pairs(predicted)), set(sequence_to_pairs(actual)))
+def cluster_prf1(predicted, actual, empty_match: bool = False) -> dict[str, float]:
+    return prf1(set(sequence_to_pairs(predicted)), set(sequence_to_pairs(actual)), empty_match)
 
 
 METRIC_FNS = {"prf1": prf1, "cluster_prf1": cluster_prf1}
 
 
-def score_program(metric: str, prediction: Any, gold: Any) -> tuple[dict[str, float], bool]:
+def score_program(metric: str, prediction: Any, gold: Any, empty_match: bool = False) -> tuple[dict[str, float], bool]:
     """(P/R/F1, whether the prediction was malformed for the metric and scored as '')."""
     fn = METRIC_FNS[metric]
     try:
-        return fn(prediction, gold), False
+        return fn(prediction, gold, empty_match), False
     except TypeError:
         return fn("", gold), True
 
@@ -80,6 +86,7 @@ class SemanticPRF1(Metric):
     """Per task (a directory of programs) the macro P/R/F1 over its programs, then the mean
     over tasks; with the load's counts of programs skipped (no answer, unreadable answer)."""
 
+    empty_match: bool = False  # the `-emptyok` tasks: an empty answer to an empty gold is right
     name = "codesembench_prf1"
     primary = "f1"
 
@@ -96,7 +103,8 @@ class SemanticPRF1(Metric):
             sample = first.get(problem.task_id)
             prediction, parsed = parse_prediction(sample.completion) if sample is not None else ("", False)
             unparsed += not parsed
-            result, bad = score_program(record["metric"], prediction, record["gold"])
+            # an answer that did not parse never counts as an empty answer
+            result, bad = score_program(record["metric"], prediction, record["gold"], self.empty_match and parsed)
             malformed += bad
             per_task.setdefault(record["task"], []).append(result)
             skipped[record["task"]] = record["task_skipped"]

@@ -174,3 +174,15 @@ def test_chat_prompts_send_the_program_and_prefill_nothing(tasks):
     rendered = chat.render(p.prompt, GenerationArgs(instruction_tokens="<u>,<e>,<a>"), get_task("codesembench"), p)
     assert rendered.text == "<u>" + p.prompt + "<e><a>"
     assert codesembench.postprocess(p, "[['p', 'm0']][eod] more") == "[['p', 'm0']]"
+
+
+def test_the_emptyok_tasks_credit_an_empty_answer_to_an_empty_gold(tasks, data_dir):
+    """Not the reference's scoring: with `-emptyok`, every gold answer scores 1.0 as its own
+    prediction, alias3b.c's [] included; an unparsable answer still scores 0."""
+    got = scored("codesembench-emptyok", tasks, [codesembench.reference_solution(p) for p in tasks])
+    assert got["tasks"]["simple_c_alias"]["f1"] == got["tasks"]["simple_c_escape"]["f1"] == got["f1"] == 1.0
+    testdata = get_task("codesembench-testdata-emptyok").load(LoadOptions(data_dir))
+    escape = [p for p in testdata if p.record["task"] == "simple_c_escape"]
+    assert scored("codesembench-testdata-emptyok", escape, ["[]", "[]"])["f1"] == 1.0
+    assert scored("codesembench-testdata-emptyok", escape, ["", "no escapes"])["f1"] == 0.0  # the mock's ''
+    assert scored("codesembench-testdata-emptyok", escape, ["[]", "['p']"])["f1"] == 0.5
