@@ -36,6 +36,8 @@ class RunConfig:
     n_workers: int = 0  # 0 = core count
     memory_mb: int = 4096
     shard_size: int = 64  # problems per shard
+    infra_retries: int = 2  # retries of a shard that an infrastructure error failed (never a model error)
+    retry_delay_s: float = 10.0
 
     @property
     def backend_kind(self) -> str:
