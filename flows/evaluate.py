@@ -23,6 +23,7 @@ from codeeval.fingerprint import code_version, digest
 from codeeval.generation import backend_class, devices
 from codeeval.plan import backend_spec, check, sandbox_spec
 from codeeval.publish import publish
+from codeeval.flows.stages import EXECUTE, GENERATE, remote_shard, use_deployments
 from codeeval.tasks.shards import KEPT, SKIPPED, execute_shard, generate_shard, load_problems, score_task
 
 
@@ -76,6 +77,11 @@ def _evaluate(config: RunConfig) -> dict:
     sandbox = sandbox_spec(config)
     # infrastructure errors only (failures.retry_condition); a failing model is never retried
     retries = {"retries": config.infra_retries, "retry_delay_seconds": config.retry_delay_s}
+    remote = use_deployments(config.stages)  # shards as flow runs on the gpu / cpu work pools
+    if remote:
+        log.info("shards run on work pools through the %s and %s deployments", GENERATE, EXECUTE)
+        device_specs = [backend]  # each gpu host picks its own device; its pool bounds concurrency
+    remote_retries = {"infra_retries": config.infra_retries, "retry_delay_s": config.retry_delay_s}
 
     loads = {
         name: load_problems.with_options(task_run_name=f"load-{name}").submit(config, name, str(layout.problems(name)))
@@ -98,20 +104,32 @@ def _evaluate(config: RunConfig) -> dict:
             gen_key = digest("generate", version, name, shard_rows, backend, inputs, str(gen_path))
             d = i % len(device_specs)
             run_name = f"generate-{name}-shard-{i:03d}"
-            gen = runs[run_name] = last_gen[d] = generate_shard.with_options(
-                task_run_name=run_name, refresh_cache=not gen_path.exists(), **retries,
-            ).submit(name, plan.problems_path, start, stop, device_specs[d], str(gen_path), gen_key,
-                     wait_for=_after(last_gen[d]))
+            if remote:
+                gen = runs[run_name] = remote_shard.with_options(task_run_name=run_name).submit(
+                    GENERATE, run_name, dict(run_name=run_name, name=name, problems_path=plan.problems_path,
+                                             start=start, stop=stop, backend=backend, out_path=str(gen_path),
+                                             cache_key=gen_key, **remote_retries), gen_key)
+            else:
+                gen = runs[run_name] = last_gen[d] = generate_shard.with_options(
+                    task_run_name=run_name, refresh_cache=not gen_path.exists(), **retries,
+                ).submit(name, plan.problems_path, start, stop, device_specs[d], str(gen_path), gen_key,
+                         wait_for=_after(last_gen[d]))
             gens[name].append(gen)
             if config.generation_only or not plan.executes:
                 continue
             exec_path = layout.executions(name, i)
             exec_key = digest("execute", version, name, sandbox.name, sandbox.limits, str(exec_path))
             run_name = f"execute-{name}-shard-{i:03d}"
-            last_exec = runs[run_name] = execute_shard.with_options(
-                task_run_name=run_name, refresh_cache=not exec_path.exists(), **retries,
-            ).submit(name, plan.problems_path, allow_failure(gen), sandbox, str(exec_path), exec_key,
-                     wait_for=_after(last_exec))
+            if remote:
+                last_exec = runs[run_name] = remote_shard.with_options(task_run_name=run_name).submit(
+                    EXECUTE, run_name, dict(run_name=run_name, name=name, problems_path=plan.problems_path,
+                                            sandbox=sandbox, out_path=str(exec_path), cache_key=exec_key,
+                                            **remote_retries), exec_key, allow_failure(gen))
+            else:
+                last_exec = runs[run_name] = execute_shard.with_options(
+                    task_run_name=run_name, refresh_cache=not exec_path.exists(), **retries,
+                ).submit(name, plan.problems_path, allow_failure(gen), sandbox, str(exec_path), exec_key,
+                         wait_for=_after(last_exec))
             execs[name].append(last_exec)
         if not config.generation_only:
             scores[name] = runs[f"score-{name}"] = score_task.with_options(task_run_name=f"score-{name}").submit(
