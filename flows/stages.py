@@ -40,9 +40,14 @@ def use_deployments(mode: str) -> bool:
     if mode in ("local", "deployments"):
         return mode == "deployments"
     from prefect.client.orchestration import get_client
+    from prefect.context import FlowRunContext
     from prefect.runtime import deployment
 
-    if deployment.id is None:
+    context = FlowRunContext.get()
+    run = context.flow_run if context else None
+    if run is None or (run.deployment_id is None and run.parent_task_run_id is None):
+        return False  # a top-level run outside a deployment (`codeeval run`): no API call needed
+    if deployment.id is None:  # a subflow (the nightly flow's evaluate runs): its parent's deployment
         return False
     with get_client(sync_client=True) as client:
         try:
