@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: venv engine images smollm2 demo test clean
+.PHONY: venv engine images smollm2 demo test clean prefect-server chromium
 
 $(BIN)/codeeval: pyproject.toml constraints.txt scripts/setup-venv.sh
 	bash scripts/setup-venv.sh $(VENV)
@@ -23,10 +23,18 @@ images: venv engine
 smollm2: venv
 	$(BIN)/python scripts/fetch-smollm2.py
 
+# Headless Chromium for the page and UI tests (skipped where it cannot be installed).
+chromium:
+	bash scripts/ensure-chromium.sh
+
+# A Prefect server for deployments and the UI (docs/deployment.md): HOST, PORT, PUBLIC_URL.
+prefect-server: venv
+	bash scripts/prefect-server.sh
+
 demo: venv images smollm2
 	bash scripts/demo.sh
 
-test: venv images smollm2
+test: venv images smollm2 chromium
 	$(BIN)/python -m pytest -q
 
 clean:

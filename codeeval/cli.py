@@ -88,6 +88,8 @@ def _run_parser(sub) -> argparse.ArgumentParser:
     o.add_argument("--data-dir", "--data_dir", dest="data_dir", default=None,
                    help="local benchmark copies in upstream format (e.g. ../shared/data)")
     o.add_argument("--shard_size", type=int, default=64, help="problems per shard")
+    o.add_argument("--infra_retries", type=int, default=2,
+                   help="retries of a shard failed by the sandbox, engine or network (a model error: none)")
     return p
 
 
@@ -98,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("tasks", help="list the registered tasks")
     board = sub.add_parser("leaderboard", help="a table of results.json files or run directories")
     board.add_argument("results", nargs="+")
+    inspect = sub.add_parser("inspect", help="a run's failed shards and failing samples, from its files "
+                                             "(what the Prefect UI's artifacts show)")
+    inspect.add_argument("run", help="run directory, or a run id under runs/")
     return parser
 
 
@@ -133,7 +138,7 @@ def config_from_args(args: argparse.Namespace):
         load_generations_path=args.load_generations_path, save_generations=args.save_generations,
         save_generations_path=args.save_generations_path, metric_output_path=args.metric_output_path,
         output_dir=args.output_dir, data_dir=args.data_dir, executor=args.executor, n_workers=args.n_workers,
-        memory_mb=args.memory_mb, shard_size=args.shard_size,
+        memory_mb=args.memory_mb, shard_size=args.shard_size, infra_retries=args.infra_retries,
     )
 
 
@@ -196,6 +201,20 @@ def run(config, phases: Phases) -> Optional[dict]:
             return results
         finally:
             POOL.close()
+
+
+def inspect_run(run: str) -> int:
+    from pathlib import Path
+
+    from codeeval.failures import run_report
+
+    root = Path(run) if Path(run).is_dir() or os.sep in run else Path("runs") / run
+    try:
+        report, _ = run_report(root)
+    except FileNotFoundError as exc:
+        raise UsageError(f"no run at {run}: {exc}") from None
+    print(report, end="")
+    return 0
 
 
 def _value(value) -> str:
@@ -294,6 +313,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             print(table(load_results(args.results)))
             return 0
+        if args.command == "inspect":
+            return inspect_run(args.run)
         results = run(config_from_args(args), phases)
     except UsageError as exc:
         print(f"codeeval: error: {exc}", file=sys.stderr)

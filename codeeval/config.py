@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,12 @@ class RunConfig:
     n_workers: int = 0  # 0 = core count
     memory_mb: int = 4096
     shard_size: int = 64  # problems per shard
+    infra_retries: int = 2  # retries of a shard that an infrastructure error failed (never a model error)
+    retry_delay_s: float = 10.0
+    # where shards run: "local" (this process), "deployments" (flow runs of the generate-shard /
+    # execute-shard deployments on the gpu / cpu work pools), "auto" (deployments when this run
+    # came from a deployment and they exist; flows/stages.py)
+    stages: str = "auto"
 
     @property
     def backend_kind(self) -> str:
@@ -55,7 +62,11 @@ class RunConfig:
 
     @property
     def run_dir(self) -> Path:
-        return Path(self.output_dir) if self.output_dir else Path("runs") / self.run_id
+        """--output_dir, else runs/<run_id> under CODEEVAL_STORAGE (a path every host of a team
+        sees alike), else under the working directory."""
+        if self.output_dir:
+            return Path(self.output_dir)
+        return Path(os.environ.get("CODEEVAL_STORAGE") or "runs") / self.run_id
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -58,6 +58,8 @@ def check(config: RunConfig) -> None:
         raise UsageError("--limit must be >= 1")
     if config.shard_size < 1:
         raise UsageError("--shard_size must be >= 1")
+    if config.stages not in ("auto", "local", "deployments"):
+        raise UsageError(f"stages must be auto, local or deployments, not {config.stages!r}")
 
 
 def backend_spec(config: RunConfig, device: Optional[str] = None) -> BackendSpec:

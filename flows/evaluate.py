@@ -23,7 +23,8 @@ from codeeval.fingerprint import code_version, digest
 from codeeval.generation import backend_class, devices
 from codeeval.plan import backend_spec, check, sandbox_spec
 from codeeval.publish import publish
-from codeeval.tasks.shards import KEPT, execute_shard, generate_shard, load_problems, score_task
+from codeeval.flows.stages import EXECUTE, GENERATE, remote_shard, use_deployments
+from codeeval.tasks.shards import KEPT, SKIPPED, execute_shard, generate_shard, load_problems, score_task
 
 
 def _after(previous) -> list:
@@ -74,6 +75,13 @@ def _evaluate(config: RunConfig) -> dict:
     backend = backend_spec(config)
     device_specs = devices.plan(backend)  # one spec per visible device (data parallel), or [backend]
     sandbox = sandbox_spec(config)
+    # infrastructure errors only (failures.retry_condition); a failing model is never retried
+    retries = {"retries": config.infra_retries, "retry_delay_seconds": config.retry_delay_s}
+    remote = use_deployments(config.stages)  # shards as flow runs on the gpu / cpu work pools
+    if remote:
+        log.info("shards run on work pools through the %s and %s deployments", GENERATE, EXECUTE)
+        device_specs = [backend]  # each gpu host picks its own device; its pool bounds concurrency
+    remote_retries = {"infra_retries": config.infra_retries, "retry_delay_s": config.retry_delay_s}
 
     loads = {
         name: load_problems.with_options(task_run_name=f"load-{name}").submit(config, name, str(layout.problems(name)))
@@ -96,32 +104,50 @@ def _evaluate(config: RunConfig) -> dict:
             gen_key = digest("generate", version, name, shard_rows, backend, inputs, str(gen_path))
             d = i % len(device_specs)
             run_name = f"generate-{name}-shard-{i:03d}"
-            gen = runs[run_name] = last_gen[d] = generate_shard.with_options(
-                task_run_name=run_name, refresh_cache=not gen_path.exists(),
-            ).submit(name, plan.problems_path, start, stop, device_specs[d], str(gen_path), gen_key,
-                     wait_for=_after(last_gen[d]))
+            if remote:
+                gen = runs[run_name] = remote_shard.with_options(task_run_name=run_name).submit(
+                    GENERATE, run_name, dict(run_name=run_name, name=name, problems_path=plan.problems_path,
+                                             start=start, stop=stop, backend=backend, out_path=str(gen_path),
+                                             cache_key=gen_key, **remote_retries), gen_key)
+            else:
+                gen = runs[run_name] = last_gen[d] = generate_shard.with_options(
+                    task_run_name=run_name, refresh_cache=not gen_path.exists(), **retries,
+                ).submit(name, plan.problems_path, start, stop, device_specs[d], str(gen_path), gen_key,
+                         wait_for=_after(last_gen[d]))
             gens[name].append(gen)
             if config.generation_only or not plan.executes:
                 continue
             exec_path = layout.executions(name, i)
             exec_key = digest("execute", version, name, sandbox.name, sandbox.limits, str(exec_path))
             run_name = f"execute-{name}-shard-{i:03d}"
-            last_exec = runs[run_name] = execute_shard.with_options(
-                task_run_name=run_name, refresh_cache=not exec_path.exists(),
-            ).submit(name, plan.problems_path, gen, sandbox, str(exec_path), exec_key, wait_for=_after(last_exec))
+            if remote:
+                last_exec = runs[run_name] = remote_shard.with_options(task_run_name=run_name).submit(
+                    EXECUTE, run_name, dict(run_name=run_name, name=name, problems_path=plan.problems_path,
+                                            sandbox=sandbox, out_path=str(exec_path), cache_key=exec_key,
+                                            **remote_retries), exec_key, allow_failure(gen))
+            else:
+                last_exec = runs[run_name] = execute_shard.with_options(
+                    task_run_name=run_name, refresh_cache=not exec_path.exists(), **retries,
+                ).submit(name, plan.problems_path, allow_failure(gen), sandbox, str(exec_path), exec_key,
+                         wait_for=_after(last_exec))
             execs[name].append(last_exec)
         if not config.generation_only:
             scores[name] = runs[f"score-{name}"] = score_task.with_options(task_run_name=f"score-{name}").submit(
-                name, plan.problems_path, gens[name], execs[name], plan.ks, plan.ks_left_out,
+                name, plan.problems_path, list(map(allow_failure, gens[name])), list(map(allow_failure, execs[name])),
+                plan.ks, plan.ks_left_out,
                 str(layout.metrics(name)))
 
     for future in runs.values():
         future.wait()
-    failed = {run_name: future.state for run_name, future in runs.items() if not future.state.is_completed()}
-    if failed:
+    failed = {run_name: future.state for run_name, future in runs.items()
+              if not future.state.is_completed() and future.state.name != SKIPPED}
+    skipped = [run_name for run_name, future in runs.items() if future.state.name == SKIPPED]
+    if failed or skipped:
         names = {str(future.task_run_id): run_name for run_name, future in runs.items()}
         why = "".join(f"\n  {run_name}: {_first_line(state, names)}" for run_name, state in failed.items())
-        raise RunFailed(f"{len(failed)} task runs failed (a re-run retries only those):{why}")
+        also = f"\n  not run, waiting on those: {', '.join(skipped)}" if skipped else ""
+        raise RunFailed(f"{len(failed)} task runs failed (a re-run retries only those; `codeeval inspect "
+                        f"{layout.root}` lists the failing samples):{why}{also}")
 
     reuse = {name: Reuse(generate=(sum(map(_cached, gens[name])), len(gens[name])),
                          execute=(sum(map(_cached, execs[name])), len(execs[name])))

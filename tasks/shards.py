@@ -6,14 +6,16 @@ the shard's inputs (`cache_key` parameter) and a run name like
 """
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from pathlib import Path
+from typing import Iterator
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
-from prefect.states import Completed
+from prefect.states import Completed, Failed
 
-from codeeval import artifacts
+from codeeval import artifacts, failures
 from codeeval.benchmarks.registry import get_task
 from codeeval.config import RunConfig
 from codeeval.contracts import PlannedTask, TaskScore
@@ -45,7 +47,47 @@ def _given_key(context, parameters) -> str:
 
 def _key_with_input_file(context, parameters) -> str:
     """The flow's key plus the content of the upstream file (known only once it exists)."""
-    return digest(parameters["cache_key"], file_digest(Path(parameters["generations_path"])))
+    upstream = parameters["generations_path"]
+    if not isinstance(upstream, str):  # the generation shard failed: this run is skipped, not cached
+        return digest(parameters["cache_key"], "upstream failed")
+    return digest(parameters["cache_key"], file_digest(Path(upstream)))
+
+
+SKIPPED = "Skipped"
+
+
+def _skipped(upstream: list) -> "Failed | None":
+    """The state of a shard whose input a failed shard never wrote: Failed, named Skipped. The
+    flow passes its upstream futures with allow_failure, so that this run starts, takes its own
+    name in the UI and ends, instead of staying Pending under a hash name (Failed, not Cancelled:
+    allow_failure lets only failed upstreams through, and later shards wait on this one)."""
+    errors = [u for u in upstream if not isinstance(u, (str, TaskScore))]
+    if not errors:
+        return None
+    first = errors[0]
+    why = f"{type(first).__name__}: {first}".splitlines()[0] if isinstance(first, BaseException) else str(first)
+    get_run_logger().warning("not run: %d upstream shard(s) failed (%s)", len(errors), why)
+    return Failed(name=SKIPPED, message=f"not run: {len(errors)} upstream shard(s) failed ({why})")
+
+
+@contextlib.contextmanager
+def _reported(name: str, stage: str, out_path: str, samples, inputs: dict[str, str]) -> Iterator[None]:
+    """A raising shard leaves an error record beside the run's files and a markdown artifact on
+    its task run (the same text `codeeval inspect` prints); a success clears the record."""
+    out = Path(out_path)
+    shard = int(out.stem.rsplit("-", 1)[1])
+    path = failures.error_path(out.parent.parent.parent, name, stage, shard)
+    try:
+        yield
+    except Exception as exc:
+        from prefect.runtime import task_run
+
+        record = failures.record_error(path, name=name, stage=stage, run_name=task_run.name or stage,
+                                       error=exc, samples=samples(), parquet=out_path, inputs=inputs)
+        create_markdown_artifact(failures.error_markdown(record), key=failures.artifact_key(name, f"{stage}-{out.stem}"),
+                                 description=f"{record['run_name']}: {record['error']}"[:500])
+        raise
+    failures.clear_error(path)
 
 
 @task(name="load")
@@ -62,58 +104,67 @@ def load_problems(config: RunConfig, name: str, out_path: str) -> PlannedTask:
                        executes=plan.spec.executes)
 
 
-@task(name="generate", persist_result=True, cache_key_fn=_given_key)
+@task(name="generate", persist_result=True, cache_key_fn=_given_key, retry_condition_fn=failures.retry_condition)
 def generate_shard(name: str, problems_path: str, start: int, stop: int, backend: BackendSpec,
                    out_path: str, cache_key: str) -> str:
     if kept := _kept(out_path, cache_key):
         return kept
-    task_spec = get_task(name)
     problems, counts = artifacts.read_problems(Path(problems_path))
     shard = problems[start:stop]
-    total = sum(counts[p.task_id] for p in shard)
-    with progress_bar(total, f"generate {name} {Path(out_path).stem}") as advance:
-        rows = generate_rows(task_spec, problems, shard, counts, open_backend(backend), advance)
-    artifacts.write_table(Path(out_path), rows, artifacts.GENERATIONS_SCHEMA, key=cache_key)
+
+    def samples():
+        return [(p.task_id, s) for p in shard for s in range(counts[p.task_id])]
+
+    with _reported(name, "generate", out_path, samples, {"problems": problems_path}):
+        task_spec = get_task(name)
+        total = sum(counts[p.task_id] for p in shard)
+        with progress_bar(total, f"generate {name} {Path(out_path).stem}") as advance:
+            rows = generate_rows(task_spec, problems, shard, counts, open_backend(backend), advance)
+        artifacts.write_table(Path(out_path), rows, artifacts.GENERATIONS_SCHEMA, key=cache_key)
     return out_path
 
 
-@task(name="execute", persist_result=True, cache_key_fn=_key_with_input_file)
+@task(name="execute", persist_result=True, cache_key_fn=_key_with_input_file,
+      retry_condition_fn=failures.retry_condition)
 def execute_shard(name: str, problems_path: str, generations_path: str, sandbox: SandboxSpec,
                   out_path: str, cache_key: str) -> str:
+    if skipped := _skipped([generations_path]):
+        return skipped
     key = _key_with_input_file(None, {"cache_key": cache_key, "generations_path": generations_path})
     if kept := _kept(out_path, key):
         return kept
-    task_spec = get_task(name)
-    problems, _ = artifacts.read_problems(Path(problems_path))
     generations = artifacts.read_rows(Path(generations_path))
-    with progress_bar(len(generations), f"execute {name} {Path(out_path).stem}") as advance:
-        rows = execute_rows(task_spec, problems, generations, POOL.get(sandbox), advance)
-    artifacts.write_table(Path(out_path), rows, artifacts.EXECUTIONS_SCHEMA, key=key)
-    _report_failures(name, Path(out_path).stem, rows)
+
+    def samples():
+        return [(g["task_id"], g["sample"]) for g in generations]
+
+    with _reported(name, "execute", out_path, samples, {"generations": generations_path}):
+        task_spec = get_task(name)
+        problems, _ = artifacts.read_problems(Path(problems_path))
+        with progress_bar(len(generations), f"execute {name} {Path(out_path).stem}") as advance:
+            rows = execute_rows(task_spec, problems, generations, POOL.get(sandbox), advance)
+        artifacts.write_table(Path(out_path), rows, artifacts.EXECUTIONS_SCHEMA, key=key)
+    _report_failures(name, out_path, rows)
     return out_path
 
 
-def _report_failures(name: str, shard: str, rows: list[dict], shown: int = 20) -> None:
+def _report_failures(name: str, out_path: str, rows: list[dict]) -> None:
     """A markdown artifact in the Prefect UI listing failing samples with their stderr tails."""
-    failed = [r for r in rows if r["passed"] is False]
+    shard = Path(out_path).stem
     statuses = Counter(r["status"] for r in rows)
     get_run_logger().info("%s %s: %s", name, shard, ", ".join(f"{k}={v}" for k, v in sorted(statuses.items())))
-    if not failed:
-        return
-    lines = [f"# {name} {shard}: {len(failed)} of {len(rows)} samples failed", ""]
-    for r in failed[:shown]:
-        err = (r["stderr_tail"] or r["detail"]).strip().splitlines()[-3:]
-        lines += [f"## {r['task_id']} sample {r['sample']}: {r['status']} ({r['detail']})", "```", *err, "```", ""]
-    if len(failed) > shown:
-        lines.append(f"... and {len(failed) - shown} more (executions parquet has them all)")
-    key = "failures-" + "".join(c if c.isalnum() else "-" for c in f"{name}-{shard}".lower())
-    create_markdown_artifact("\n".join(lines), key=key, description=f"failing samples of {name} {shard}")
+    text = failures.samples_markdown(name, shard, rows, out_path)
+    if text:
+        create_markdown_artifact(text, key=failures.artifact_key(name, shard),
+                                 description=f"failing samples of {name} {shard}")
 
 
 @task(name="score")
 def score_task(name: str, problems_path: str, generation_paths: list[str], execution_paths: list[str],
                ks: tuple[int, ...], ks_left_out: tuple[int, ...], out_path: str) -> TaskScore:
     """Reads the task's shards, scores them (codeeval/score.py), writes metrics.json."""
+    if skipped := _skipped([*generation_paths, *execution_paths]):
+        return skipped
     problems, _ = artifacts.read_problems(Path(problems_path))
     generations = [r for path in generation_paths for r in artifacts.read_rows(Path(path))]
     executions = [r for path in execution_paths for r in artifacts.read_rows(Path(path))]

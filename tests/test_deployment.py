@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
 REPO = Path(__file__).resolve().parents[1]
 PREFECT = str(Path(sys.executable).with_name("prefect"))
 
@@ -26,21 +28,26 @@ def free_port() -> int:
 
 @pytest.fixture
 def server(tmp_path):
+    """The documented server command (scripts/prefect-server.sh, `make prefect-server`) on a free
+    port, with its own PREFECT_HOME, in a copy of the checkout that workers start flow runs in."""
     port = free_port()
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"),
-           "PREFECT_API_URL": f"http://127.0.0.1:{port}/api", "PREFECT_SERVER_API_PORT": str(port),
-           "PREFECT_UI_API_URL": f"http://127.0.0.1:{port}/api",
+    project = tmp_path / "project"
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PORT": str(port),
+           "PUBLIC_URL": f"http://127.0.0.1:{port}", "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+           "PREFECT": PREFECT, "CODEEVAL_CHECKOUT": str(project),
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
     procs = []
 
     def start(*args, log):
-        proc = subprocess.Popen([PREFECT, *args], env=env, cwd=tmp_path / "project", start_new_session=True,
+        command = args if args[0].endswith(".sh") else [PREFECT, *args]
+        proc = subprocess.Popen(command, env=env, cwd=project, start_new_session=True,
                                 stdout=open(tmp_path / log, "w"), stderr=subprocess.STDOUT)
         procs.append(proc)
         return proc
 
-    shutil.copytree(REPO, tmp_path / "project", ignore=shutil.ignore_patterns(".venv", ".git", ".cache", "runs", "__pycache__"))
-    start("server", "start", "--host", "127.0.0.1", "--port", str(port), log="server.log")
+    shutil.copytree(REPO, project, ignore=shutil.ignore_patterns(".venv", ".git", ".cache", "runs", "__pycache__",
+                                                                 ".prefect", "leaderboard"))
+    start(str(project / "scripts" / "prefect-server.sh"), log="server.log")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -61,19 +68,88 @@ def server(tmp_path):
             proc.wait()
 
 
-def test_evaluate_deployment_runs_on_a_process_worker(server, data_dir):
+def api(env, path: str, body: dict) -> list:
+    request = urllib.request.Request(env["PREFECT_API_URL"] + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def flow_runs(env, names: list[str]) -> dict[str, list[dict]]:
+    found = api(env, "/flow_runs/filter", {"flow_runs": {"name": {"any_": names}}})
+    return {name: [r for r in found if r["name"] == name] for name in names}
+
+
+def chromium_page(url: str, tmp: Path, name: str) -> str:
+    """The page as headless Chromium renders it (its DOM), with a screenshot kept in `tmp`."""
+    base = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+            f"--user-data-dir={tmp / 'chromium-profile'}", "--virtual-time-budget=20000", "--window-size=1400,1000"]
+    shot = subprocess.run([*base, f"--screenshot={tmp / name}", url], capture_output=True, timeout=180, cwd=tmp)
+    assert shot.returncode == 0 and (tmp / name).stat().st_size > 10_000, shot.stderr[-2000:]
+    return subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=180).stdout
+
+
+def test_evaluate_deployment_runs_shards_on_the_gpu_and_cpu_pools(server, data_dir):
+    """prefect.yaml deployed as documented; a gpu and a cpu worker; `evaluate` runs its
+    generation shards on the gpu pool and its execution shards on the cpu pool, a re-run starts
+    no shard, and a failing model shows up in the UI as a red shard with its artifact."""
     env, start, tmp = server
+    env.update(PREFECT_WORKER_QUERY_SECONDS="2", COLUMNS="250")
     cli = lambda *args: subprocess.run([PREFECT, *args], env=env, cwd=tmp / "project", capture_output=True,  # noqa: E731
-                                       text=True, timeout=180)
-    assert cli("work-pool", "create", "codeeval-process", "--type", "process").returncode == 0
+                                       text=True, timeout=300)
+    for pool in ("gpu", "cpu"):
+        assert cli("work-pool", "create", pool, "--type", "process").returncode == 0
     deployed = cli("--no-prompt", "deploy", "--all")
     assert deployed.returncode == 0, deployed.stdout + deployed.stderr
-    start("worker", "start", "--pool", "codeeval-process", log="worker.log")
+    listed = cli("deployment", "ls").stdout
+    for name in ("evaluate/evaluate", "nightly-leaderboard/nightly-leaderboard", "generate-shard/generate-shard",
+                 "execute-shard/execute-shard"):
+        assert name in listed, listed
+    nightly = cli("deployment", "inspect", "nightly-leaderboard/nightly-leaderboard")
+    assert "0 2 * * *" in nightly.stdout and "UTC" in nightly.stdout, nightly.stdout
+    start("worker", "start", "--pool", "gpu", "--limit", "1", log="worker-gpu.log")
+    start("worker", "start", "--pool", "cpu", log="worker-cpu.log")
     params = {"config": {"model": "reference", "tasks": ["humaneval"], "allow_code_execution": True,
-                         "executor": "local", "data_dir": str(data_dir), "limit": 5,
+                         "executor": "local", "data_dir": str(data_dir), "limit": 4, "shard_size": 2,
                          "output_dir": str(tmp / "deployed-run")}}
+    for attempt in (1, 2):
+        result = cli("deployment", "run", "evaluate/evaluate", "--watch", "--params", json.dumps(params))
+        assert result.returncode == 0 and "Completed" in result.stdout, \
+            result.stdout[-3000:] + result.stderr[-3000:] + (tmp / "worker-cpu.log").read_text()[-3000:]
+        results = json.loads((tmp / "deployed-run" / "results.json").read_text())
+        assert results["humaneval"] == {"pass@1": 1.0}
+        reused = results["codeeval"]["tasks"]["humaneval"]["reused"]
+        assert reused == ({"generate": [0, 2], "execute": [0, 2]} if attempt == 1 else
+                          {"generate": [2, 2], "execute": [2, 2]})
+    shards = [f"{stage}-humaneval-shard-00{i}" for stage in ("generate", "execute") for i in (0, 1)]
+    runs = flow_runs(env, shards)
+    for name in shards:
+        (run,) = runs[name]  # the second evaluate run started none
+        assert run["state_type"] == "COMPLETED" and run["parent_task_run_id"]
+        assert run["work_pool_name"] == ("gpu" if name.startswith("generate") else "cpu"), run
+
+    # a model that fails to load: the run page shows a red generation shard
+    model = tmp / "broken-model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
+    params["config"].update(model=str(model), output_dir=str(tmp / "broken-run"), limit=2)
     result = cli("deployment", "run", "evaluate/evaluate", "--watch", "--params", json.dumps(params))
-    assert result.returncode == 0 and "Completed" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
-    results = json.loads((tmp / "deployed-run" / "results.json").read_text())
-    assert results["humaneval"] == {"pass@1": 1.0}
-    assert results["codeeval"]["tasks"]["humaneval"]["samples"] == 5
+    assert "Failed" in result.stdout, result.stdout[-3000:]
+    (parent,) = flow_runs(env, ["broken-model-humaneval"])["broken-model-humaneval"]
+    assert parent["state_type"] == "FAILED"
+    tasks = {t["name"]: t for t in api(env, "/task_runs/filter", {"flow_runs": {"id": {"any_": [parent["id"]]}}})}
+    assert tasks["generate-humaneval-shard-000"]["state_type"] == "FAILED"
+    assert tasks["execute-humaneval-shard-000"]["state_name"] == "Skipped"
+    assert tasks["score-humaneval"]["state_name"] == "Skipped"
+    (shard,) = [r for r in flow_runs(env, ["generate-humaneval-shard-000"])["generate-humaneval-shard-000"]
+                if r["state_type"] != "COMPLETED"]  # the one of the broken model's run
+    assert shard["state_type"] == "FAILED" and shard["work_pool_name"] == "gpu"
+    (artifact,) = api(env, "/artifacts/filter", {"artifacts": {"key": {"any_": ["failures-humaneval-generate-shard-00000"]},
+                                                               "flow_run_id": {"any_": [shard["id"]]}}})
+    assert "| HumanEval/0 | 0 | error |" in artifact["data"] and "broken-run" in artifact["data"]
+    if CHROMIUM:
+        base = env["PREFECT_API_URL"].removesuffix("/api")
+        dom = chromium_page(f"{base}/runs/flow-run/{parent['id']}", tmp, "ui-evaluate-run.png")
+        assert "generate-humaneval-shard-000" in dom
+        dom = chromium_page(f"{base}/runs/flow-run/{shard['id']}", tmp, "ui-failed-shard.png")
+        assert "generate-humaneval-shard-000" in dom

@@ -139,11 +139,13 @@ def test_a_failed_shard_fails_the_run_and_a_rerun_recomputes_only_it(prefect_api
     args += ["--load_generations_path", str(saved)]
     assert main(args) == 1
     err = capsys.readouterr().err
-    assert "run failed: 2 task runs failed (a re-run retries only those):\n" \
-        "  execute-humaneval-shard-001: ValueError: program builder broke on HumanEval/3\n" \
-        "  score-humaneval: Upstream task run 'execute-humaneval-shard-001' did not reach a 'COMPLETED' state." in err
+    assert "run failed: 1 task runs failed (a re-run retries only those; `codeeval inspect " in err
+    assert "\n  execute-humaneval-shard-001: ValueError: program builder broke on HumanEval/3\n" \
+        "  not run, waiting on those: score-humaneval" in err
+    assert (out / "humaneval" / "errors" / "execute-shard-00001.json").is_file()
     assert sorted(p.name for p in (out / "humaneval" / "executions").glob("*.parquet")) == \
         ["shard-00000.parquet", "shard-00002.parquet"]
     monkeypatch.setitem(registry.TASKS, "humaneval", registry.humaneval.make)
     text = run_cli(capsys, *args[1:])
     assert "reused 3/3 generation and 2/3 execution shards" in text and "0/6 samples passed" in text
+    assert not (out / "humaneval" / "errors").exists() or not any((out / "humaneval" / "errors").iterdir())

@@ -1,0 +1,147 @@
+"""The nightly leaderboard as library code: models.yaml -> RunConfigs, results.json -> long rows
+(model x task x metric), and the changes since the previous night.
+
+models.yaml:
+
+    defaults:                      # optional: merged under every model's own keys
+      data_dir: /srv/codeeval/data
+      allow_code_execution: true
+    models:
+      - model: /models/starcoder2-3b
+        backend: transformers      # optional (inferred as for --model)
+        generation: {n_samples: 10, temperature: 0.2, max_length_generation: 512}
+        tasks: [humaneval, mbpp]
+      - model: reference
+        tasks: [humaneval]
+
+Every key but `generation` is a RunConfig field (the CLI's option names); `generation` holds
+GenerationArgs fields. Each model keeps its run directory (runs/<run_id>), so a night reuses
+every shard whose inputs did not change.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from codeeval import artifacts
+from codeeval.config import RunConfig
+from codeeval.errors import UsageError
+from codeeval.generation.base import GenerationArgs
+from codeeval.leaderboard import primary
+
+LEADERBOARD_SCHEMA = pa.schema([
+    ("model", pa.string()), ("task", pa.string()), ("metric", pa.string()), ("value", pa.float64()),
+    ("primary", pa.bool_()), ("problems", pa.int64()), ("run_id", pa.string()), ("date", pa.string()),
+])
+CONFIG_FIELDS = {f.name for f in dataclasses.fields(RunConfig)} - {"generation"}
+GENERATION_FIELDS = {f.name for f in dataclasses.fields(GenerationArgs)}
+
+
+def load_models(path: Path, runs_dir: Optional[Path] = None) -> list[RunConfig]:
+    """The models file as RunConfigs; UsageError (one line) for a missing or malformed file."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"models file not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path} is not YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("models"), list) or not data["models"]:
+        raise UsageError(f"{path}: expected a `models:` list (see codeeval/nightly.py)")
+    defaults = data.get("defaults") or {}
+    return [_config(path, i, {**defaults, **entry}, runs_dir) for i, entry in enumerate(data["models"])]
+
+
+def _config(path: Path, i: int, entry: Any, runs_dir: Optional[Path]) -> RunConfig:
+    where = f"{path}: models[{i}]"
+    if not isinstance(entry, dict) or not entry.get("model") or not entry.get("tasks"):
+        raise UsageError(f"{where} needs `model` and `tasks`")
+    unknown = set(entry) - CONFIG_FIELDS - {"generation"}
+    if unknown:
+        raise UsageError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    generation = entry.get("generation") or {}
+    bad = set(generation) - GENERATION_FIELDS
+    if bad:
+        raise UsageError(f"{where}: unknown generation key(s) {', '.join(sorted(bad))}")
+    fields = {k: v for k, v in entry.items() if k != "generation"}
+    if isinstance(fields["tasks"], str):
+        fields["tasks"] = [t.strip() for t in fields["tasks"].split(",") if t.strip()]
+    config = RunConfig(**fields, generation=GenerationArgs(**generation))
+    if config.output_dir is None and runs_dir is not None:
+        config = dataclasses.replace(config, output_dir=str(runs_dir / config.run_id))
+    return config
+
+
+def rows_of(results: dict, date: str) -> list[dict]:
+    """One row per numeric metric of each task in a results.json."""
+    info = results.get("codeeval", {})
+    rows = []
+    for task, detail in info.get("tasks", {}).items():
+        metrics = results.get(task)
+        if not isinstance(metrics, dict):
+            continue
+        head = primary(results, task)
+        for metric, value in metrics.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                rows.append({"model": results["config"]["model"], "task": task, "metric": metric,
+                             "value": float(value), "primary": metric == head, "problems": detail.get("problems"),
+                             "run_id": info.get("run_id"), "date": date})
+    return rows
+
+
+def today() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
+
+
+def write_leaderboard(path: Path, rows: Iterable[dict]) -> Path:
+    return artifacts.write_table(path, rows, LEADERBOARD_SCHEMA)
+
+
+def read_leaderboard(path: Path) -> list[dict]:
+    return artifacts.read_rows(path) if path.exists() else []
+
+
+def changes(previous: list[dict], current: list[dict]) -> list[dict]:
+    """Rows whose value is new, changed or gone since the previous leaderboard."""
+    def key(row: dict) -> tuple:
+        return row["model"], row["task"], row["metric"]
+
+    before, after = {key(r): r for r in previous}, {key(r): r for r in current}
+    out = []
+    for k in sorted(set(before) | set(after)):
+        old, new = before.get(k), after.get(k)
+        old_v, new_v = (old or {}).get("value"), (new or {}).get("value")
+        if old_v != new_v:
+            out.append({"model": k[0], "task": k[1], "metric": k[2], "before": old_v, "after": new_v,
+                        "change": None if old_v is None or new_v is None else new_v - old_v})
+    return out
+
+
+def changes_markdown(delta: list[dict], previous_date: Optional[str], date: str, failed: dict[str, str]) -> str:
+    since = f"since {previous_date}" if previous_date else "(no previous leaderboard)"
+    lines = [f"# Leaderboard {date}: {len(delta)} changes {since}", ""]
+    if delta:
+        lines += ["| model | task | metric | before | after | change |", "|---|---|---|---|---|---|"]
+        lines += [f"| {d['model']} | {d['task']} | {d['metric']} | {_num(d['before'])} | {_num(d['after'])} | "
+                  f"{_change(d)} |" for d in delta]
+    else:
+        lines.append("No metric changed.")
+    for model, why in failed.items():
+        lines += ["", f"**{model} failed**: {why}"]
+    return "\n".join(lines) + "\n"
+
+
+def _num(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _change(delta: dict) -> str:
+    if delta["before"] is None:
+        return "new"
+    return "gone" if delta["after"] is None else f"{delta['change']:+.4f}"

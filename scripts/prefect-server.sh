@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# A Prefect server for a team (or one laptop) with the settings of ../shared/notes/prefect.md:
+# concurrency leases on the filesystem (a restart does not leak a crashed holder's slot), a
+# short slot wait (repo-level tasks wait on per-repository limits), no analytics (offline).
+#   make prefect-server                                  # http://127.0.0.1:4200, this machine only
+#   HOST=0.0.0.0 PUBLIC_URL=http://gpu-box:4200 make prefect-server   # reachable by worker hosts
+# State lives in $PREFECT_HOME (default: .prefect in the checkout).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+HOST="${HOST:-127.0.0.1}"
+PORT="${PORT:-4200}"
+PUBLIC_URL="${PUBLIC_URL:-http://127.0.0.1:$PORT}"
+export PREFECT_HOME="${PREFECT_HOME:-$PWD/.prefect}"
+export PREFECT_SERVER_API_HOST="$HOST" PREFECT_SERVER_API_PORT="$PORT"
+export PREFECT_UI_API_URL="$PUBLIC_URL/api" PREFECT_API_URL="$PUBLIC_URL/api"
+export PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE=prefect.server.concurrency.lease_storage.filesystem
+export PREFECT_SERVER_CONCURRENCY_MAXIMUM_CONCURRENCY_SLOT_WAIT_SECONDS=5
+export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1
+PREFECT="${PREFECT:-.venv/bin/prefect}"
+echo "prefect server: UI and API at $PUBLIC_URL (workers: PREFECT_API_URL=$PUBLIC_URL/api)" >&2
+exec "$PREFECT" server start --host "$HOST" --port "$PORT"

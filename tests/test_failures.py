@@ -1,0 +1,127 @@
+"""Failed-shard inspection on a real Prefect API: a failed shard is a Failed task run under its
+own name with a markdown artifact (read back through the API), what waits on it ends Skipped
+under its own name (never Pending under a hash), infrastructure errors retry and model errors
+do not, and `codeeval inspect` prints the same text from the run's files."""
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from codeeval.cli import main
+
+
+def flow_run_tasks(flow_name: str) -> tuple[dict, dict]:
+    """The latest flow run called `flow_name`: {task run name: task run}, {task run name: [artifacts]}."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (ArtifactFilter, ArtifactFilterTaskRunId, FlowRunFilter,
+                                                FlowRunFilterName)
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[flow_name])),
+                                     sort=FlowRunSort.START_TIME_DESC, limit=1)
+        assert runs, f"no flow run {flow_name}"
+        tasks = {t.name: t for t in client.read_task_runs(flow_run_filter=FlowRunFilter(id={"any_": [runs[0].id]}))}
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(
+            task_run_id=ArtifactFilterTaskRunId(any_=[t.id for t in tasks.values()])))
+    by_task = {name: [a for a in found if a.task_run_id == t.id] for name, t in tasks.items()}
+    return tasks, by_task
+
+
+def inspect_output(capsys, run_dir: Path) -> str:
+    capsys.readouterr()
+    assert main(["inspect", str(run_dir)]) == 0
+    return capsys.readouterr().out
+
+
+def test_a_model_that_fails_to_load_fails_its_shards_once_and_the_ui_shows_why(prefect_api, data_dir, tmp_path,
+                                                                               capsys):
+    """A model directory whose config names no architecture: a model failure, never retried."""
+    model = tmp_path / f"broken-{uuid.uuid4().hex[:8]}"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
+    out = tmp_path / "run"
+    code = main(["run", "--model", str(model), "--tasks", "humaneval", "--limit", "3", "--shard_size", "2",
+                 "--allow_code_execution", "--executor", "local", "--infra_retries", "3",
+                 "--data-dir", str(data_dir), "--output-dir", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "run failed: 2 task runs failed" in err and f"codeeval inspect {out}" in err
+    assert "not run, waiting on those: execute-humaneval-shard-000, execute-humaneval-shard-001, score-humaneval" in err
+
+    tasks, arts = flow_run_tasks(f"{model.name}-humaneval")
+    assert set(tasks) == {"load-humaneval", "generate-humaneval-shard-000", "generate-humaneval-shard-001",
+                          "execute-humaneval-shard-000", "execute-humaneval-shard-001", "score-humaneval"}
+    for i in (0, 1):
+        gen = tasks[f"generate-humaneval-shard-00{i}"]
+        assert gen.state.type.value == "FAILED" and gen.run_count == 1  # a model error: no retry
+        ex = tasks[f"execute-humaneval-shard-00{i}"]
+        assert ex.state.type.value == "FAILED" and ex.state.name == "Skipped" and ex.run_count == 1
+    assert tasks["score-humaneval"].state.name == "Skipped"
+    assert not [name for name, t in tasks.items() if t.state.type.value == "PENDING"]
+
+    (artifact,) = arts["generate-humaneval-shard-001"]
+    assert artifact.key == "failures-humaneval-generate-shard-00001" and artifact.type == "markdown"
+    text = artifact.data
+    assert "# generate-humaneval-shard-001 failed" in text and "not retried" in text
+    assert "| HumanEval/2 | 0 | error |" in text and "HumanEval/0" not in text  # shard 1 = problem 2
+    assert f"`{out / 'humaneval' / 'generations' / 'shard-00001.parquet'}`" in text
+    assert "ValueError" in text and "```" in text  # the model loader's own error, its traceback tail
+
+    report = inspect_output(capsys, out)
+    assert "## humaneval: 0 generation and 0 execution shards written, 2 failed shards" in report
+    assert "#" + text in report  # the artifact's text, one heading level down
+
+
+def test_an_engine_that_does_not_answer_is_retried_then_fails_the_shard(prefect_api, data_dir, tmp_path,
+                                                                        monkeypatch):
+    """The Docker engine unreachable (DOCKER_HOST names no socket): infrastructure, retried."""
+    from codeeval.config import RunConfig
+    from codeeval.errors import RunFailed
+    from codeeval.flows.evaluate import evaluate
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    config = RunConfig(model="reference", tasks=["humaneval"], limit=2, allow_code_execution=True,
+                       data_dir=str(data_dir), output_dir=str(tmp_path / "run"), executor="docker",
+                       infra_retries=1, retry_delay_s=0)
+    with pytest.raises(RunFailed, match="execute-humaneval-shard-000: SandboxUnavailable"):
+        evaluate(config)
+    tasks, arts = flow_run_tasks("reference-humaneval")
+    assert tasks["generate-humaneval-shard-000"].state.type.value == "COMPLETED"
+    ex = tasks["execute-humaneval-shard-000"]
+    assert ex.state.type.value == "FAILED" and ex.run_count == 2  # the run and one retry
+    assert len(arts["execute-humaneval-shard-000"]) == 2  # one per attempt, versions of one key
+    artifact = max(arts["execute-humaneval-shard-000"], key=lambda a: a.created)
+    assert artifact.key == "failures-humaneval-execute-shard-00000"
+    assert "infrastructure error (retried)" in artifact.data and "Input: `" in artifact.data
+    record = json.loads((tmp_path / "run" / "humaneval" / "errors" / "execute-shard-00000.json").read_text())
+    assert record["retried"] and record["samples"] == [["HumanEval/0", 0], ["HumanEval/1", 0]]
+
+
+def test_failing_samples_are_listed_with_their_parquet_file(prefect_api, data_dir, tmp_path, capsys):
+    """Programs that fail their tests: the shard completes, its artifact lists the samples."""
+    saved = tmp_path / "gens.jsonl"
+    saved.write_text("".join(json.dumps({"task_id": f"HumanEval/{i}", "completion": c}) + "\n" for i, c in
+                             enumerate(["\n    pass\n", "\n    raise RuntimeError('boom')\n", "\n    return 1/0\n"])))
+    out = tmp_path / "run"
+    assert main(["run", "--load_generations_path", str(saved), "--tasks", "humaneval", "--limit", "3",
+                 "--allow_code_execution", "--executor", "local", "--data-dir", str(data_dir),
+                 "--output-dir", str(out)]) == 0
+    tasks, arts = flow_run_tasks("replay-humaneval")
+    (artifact,) = arts["execute-humaneval-shard-000"]
+    assert artifact.key == "failures-humaneval-shard-00000"
+    parquet = out / "humaneval" / "executions" / "shard-00000.parquet"
+    assert f"Parquet: `{parquet}`" in artifact.data
+    assert "| HumanEval/1 | 0 | failed | " in artifact.data and "RuntimeError: boom" in artifact.data
+    assert "ZeroDivisionError" in artifact.data
+    report = inspect_output(capsys, out)
+    assert "3 failing samples, scored" in report and "#" + artifact.data in report
+
+
+def test_inspect_of_a_missing_run_is_one_line(tmp_path, capsys):
+    assert main(["inspect", str(tmp_path / "nothing")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("codeeval: error: no run at ") and err.count("\n") == 1
