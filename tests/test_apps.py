@@ -184,3 +184,32 @@ def test_metrics_match_apps_metric_examples():
     multiple = dict(zip(ids, [[[-2], [1, 1, 1]], [[-1, -1, -1], [1, 0, 1]]]))
     assert metric.compute(problems[:2], samples(multiple), [1, 2]) == {"pass@1": 0.25, "pass@2": 0.5}
     assert get_task("apps-interview").default_ks == (1, 2, 3, 5, 10, 100)
+
+
+def cli_run(capsys, tmp_path, *args) -> dict:
+    from codeeval.cli import main
+
+    assert main(["run", *args, "--allow_code_execution", "--data-dir", str(FIXTURES),
+                 "--output-dir", str(tmp_path)]) == 0
+    capsys.readouterr()
+    return json.loads((tmp_path / "results.json").read_text())
+
+
+def test_flow_reference_oracle_and_replayed_generations(prefect_api, tmp_path, capsys):
+    """Through the CLI, Prefect and the sandbox: every reference solution passes every test;
+    saved generations (bigcode's format, used as post-processed) give the hand-computed values."""
+    names = [f"apps-{level}" for level in apps.LEVELS]
+    results = cli_run(capsys, tmp_path / "ref", "--model", "reference", "--tasks", ",".join(names))
+    for name in names:
+        assert results[name] == {"avg_accuracy": 1.0, "strict_accuracy": 1.0}
+        assert results["codeeval"]["tasks"][name]["primary"] == "strict_accuracy"
+    saved = tmp_path / "generations.json"
+    saved.write_text(json.dumps([
+        ["a, b = map(int, input().split())\nprint(a + b, 0)\n"],  # tests 0 0 1: 1/3
+        ["def add_one(xs):\n    return tuple(x + 1 for x in xs)\n"],  # 1 1: 1
+        ["print(1.5)\n"],  # 0 1: 1/2
+    ]))
+    results = cli_run(capsys, tmp_path / "replay", "--tasks", "apps-introductory", "--load_generations_path",
+                      str(saved))
+    assert results["apps-introductory"] == {"avg_accuracy": pytest.approx((1 / 3 + 1 + 1 / 2) / 3),
+                                            "strict_accuracy": pytest.approx(1 / 3)}
