@@ -7,6 +7,7 @@ the shard's inputs (`cache_key` parameter) and a run name like
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from prefect import get_run_logger, task
@@ -87,7 +88,8 @@ def execute_shard(name: str, problems_path: str, generations_path: str, sandbox:
     problems, _ = artifacts.read_problems(Path(problems_path))
     generations = artifacts.read_rows(Path(generations_path))
     with progress_bar(len(generations), f"execute {name} {Path(out_path).stem}") as advance:
-        rows = execute_rows(task_spec, problems, generations, POOL.get(sandbox), advance)
+        box = POOL.get(replace(sandbox, runtime=task_spec.execution.runtime))  # the task's image (DS-1000's)
+        rows = execute_rows(task_spec, problems, generations, box, advance)
     artifacts.write_table(Path(out_path), rows, artifacts.EXECUTIONS_SCHEMA, key=key)
     _report_failures(name, Path(out_path).stem, rows)
     return out_path
