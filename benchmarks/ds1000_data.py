@@ -80,7 +80,9 @@ def load_old(root: Path, libs: tuple[str, ...], mode: str) -> list[dict]:
 def new_record(row: dict, n: int) -> dict:
     try:
         meta = row["metadata"]
-        return {"format": "2024", "lib": meta["library"], "problem_id": int(meta["problem_id"]),
+        # problem_id: the per-library number (the 2022 folder's q<N>); the file's own id is kept too
+        return {"format": "2024", "lib": meta["library"], "problem_id": int(meta["library_problem_id"]),
+                "dataset_id": int(meta["problem_id"]),
                 "prompt": row["prompt"], "reference_code": row["reference_code"], "code_context": row["code_context"],
                 "test_type": 0, "test_case_cnt": int(meta["test_case_cnt"]),
                 "perturbation_type": meta["perturbation_type"],
