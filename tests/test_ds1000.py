@@ -149,11 +149,12 @@ def test_2022_harness_verdicts(sandbox):
     verdicts = run(plot_task, plot, ["plt.plot(x, y)\nplt.title('hello')\nplt.show()\nplt.close()",
                                      "plt.plot(x, y)\nplt.title('bye')"], sandbox)
     assert [v.passed for v in verdicts] == [True, False]  # plt.close() and plt.show() lines are dropped
-    insert_task = get_task("ds1000-pytorch-insertion")
-    torch_problems = insert_task.load(LoadOptions(FIXTURES))
+    insert_task = get_task("ds1000-pytorch-insertion")  # the Insertion folders' own files and pickles
+    torch_problems = insert_task.load(LoadOptions(FIXTURES))[:2]
     rows = [{"task_id": p.task_id, "sample": 0, "completion": insert_task.reference_solution(p)}
             for p in torch_problems]
-    assert all(r["passed"] for r in execute_rows(insert_task, torch_problems, rows, sandbox))
+    assert [r["task_id"] for r in execute_rows(insert_task, torch_problems, rows, sandbox) if r["passed"]] == \
+        ["DS1000/Pytorch/Insertion/q0", "DS1000/Pytorch/Insertion/q1"]
 
 
 def test_flow_reference_oracle_on_the_2022_format(prefect_api, sandbox, tmp_path, capsys):

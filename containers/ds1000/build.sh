@@ -30,7 +30,7 @@ trap 'docker rm -f "$tmp" >/dev/null 2>&1 || true' EXIT
 started=$(date +%s)
 mkdir -p "$wheels"
 rm -rf "$stage"
-mkdir -p "$site" "$stage/opt/codeeval" "$stage/opt/mplconfig"
+mkdir -p "$site" "$stage/opt/codeeval"
 
 target=(--only-binary=:all: --implementation cp --python-version 3.11 --abi cp311
         --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64
@@ -45,19 +45,18 @@ say "downloading and staging wheels ($(grep -c '==' containers/ds1000/requiremen
 rm -rf "$site/bin"
 cp executors/runner.py executors/cputime.py executors/docker_server.py "$stage/opt/codeeval/"
 
-# Byte-compile with the image's interpreter (its root file system is read-only in the sandbox) and
-# build matplotlib's font cache once, where the image's MPLCONFIGDIR points. (torch ships one test
-# helper in Python 3.12 syntax, py312_intrinsics.py, left uncompiled.)
-docker create --name "$tmp" --network none -e MPLCONFIGDIR=/opt/mplconfig -e MPLBACKEND=Agg "$base" sh -c \
-    'python3 -m compileall -q -j 0 -x py312_intrinsics /usr/local/lib/python3.11/dist-packages /opt/codeeval >/dev/null &&
-     python3 -c "import matplotlib.pyplot" && chmod -R a+rX /opt/mplconfig' >/dev/null
+# Byte-compile with the image's interpreter: its root file system is read-only in the sandbox (torch
+# ships one test helper in Python 3.12 syntax, py312_intrinsics.py, left uncompiled). matplotlib
+# needs a writable config dir (it ignores a read-only one): MPLCONFIGDIR is on the sandbox's /tmp.
+docker create --name "$tmp" --network none "$base" \
+    python3 -m compileall -q -j 0 -x py312_intrinsics /usr/local/lib/python3.11/dist-packages /opt/codeeval >/dev/null
 docker cp "$stage/." "$tmp:/"
 docker start -a "$tmp" >/dev/null || die "byte-compiling in the image failed"
 say "docker commit -> $image"
 docker commit \
     --change 'USER 10000:10000' \
     --change 'WORKDIR /tmp' \
-    --change 'ENV PYTHONDONTWRITEBYTECODE=1 MPLCONFIGDIR=/opt/mplconfig MPLBACKEND=Agg' \
+    --change 'ENV PYTHONDONTWRITEBYTECODE=1 MPLCONFIGDIR=/tmp/matplotlib MPLBACKEND=Agg' \
     --change "LABEL codeeval.recipe=$image" \
     --change 'CMD ["python3", "-I", "/opt/codeeval/docker_server.py"]' \
     "$tmp" "$image" >/dev/null
