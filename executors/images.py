@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository (editable install)
 BASE_FILES = ("containers/base/rootfs.sh",)
 PACKAGES_FILES = ("containers/python/requirements.txt", "containers/python/stage.sh")
 PYTHON_FILES = ("containers/build.sh", "executors/runner.py", "executors/cputime.py", "executors/docker_server.py")
+# The DS-1000 image: the base + the data-science stack (torch CPU) + the same server; built on demand only.
+DS1000_FILES = ("containers/ds1000/requirements.txt", "containers/ds1000/build.sh", "executors/runner.py",
+                "executors/cputime.py", "executors/docker_server.py")
 
 
 def _digest(files: tuple[str, ...], parent: str = "") -> str:
@@ -47,10 +50,25 @@ def python_image() -> str:
     return f"codeeval-python:{_digest(PYTHON_FILES, packages_image())}"
 
 
+def ds1000_image() -> str:
+    """DS-1000's sandbox image: numpy, scipy, pandas, scikit-learn, matplotlib and torch (CPU) at
+    the releases closest to DS-1000's own for CPython 3.11, and the sandbox server. Not built by
+    `make images` (about 1 GB): `make images-ds1000` (containers/ds1000/build.sh)."""
+    return f"codeeval-ds1000:{_digest(DS1000_FILES, base_image())}"
+
+
+# Execution.runtime -> (its image's name, what builds it)
+RUNTIMES = {"python": (python_image, "make images"), "ds1000": (ds1000_image, "make images-ds1000")}
+
+
+def runtime_image(runtime: str) -> str:
+    return RUNTIMES[runtime][0]()
+
+
 def main(argv: list[str]) -> int:
-    images = {"base": base_image, "packages": packages_image, "python": python_image}
+    images = {"base": base_image, "packages": packages_image, "python": python_image, "ds1000": ds1000_image}
     if len(argv) != 2 or argv[1] not in images:
-        print(f"usage: {argv[0]} base|packages|python", file=sys.stderr)
+        print(f"usage: {argv[0]} base|packages|python|ds1000", file=sys.stderr)
         return 2
     print(images[argv[1]]())
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
@@ -141,8 +142,9 @@ def execute_shard(name: str, problems_path: str, generations_path: str, sandbox:
     with _reported(name, "execute", out_path, samples, {"generations": generations_path}):
         task_spec = get_task(name)
         problems, _ = artifacts.read_problems(Path(problems_path))
+        box = POOL.get(replace(sandbox, runtime=task_spec.execution.runtime))  # the task's image
         with progress_bar(len(generations), f"execute {name} {Path(out_path).stem}") as advance:
-            rows = execute_rows(task_spec, problems, generations, POOL.get(sandbox), advance)
+            rows = execute_rows(task_spec, problems, generations, box, advance)
         artifacts.write_table(Path(out_path), rows, artifacts.EXECUTIONS_SCHEMA, key=key)
     _report_failures(name, out_path, rows)
     return out_path
