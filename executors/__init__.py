@@ -18,9 +18,16 @@ class SandboxSpec:
     name: str = "docker"
     n_workers: int = 0  # 0 = the machine's core count
     limits: Limits = Limits()
+    runtime: str = "python"  # the Execution.runtime the jobs need (the image: executors/images.py)
 
 
 def open_sandbox(spec: SandboxSpec) -> Sandbox:
     module, _, cls = SANDBOXES[spec.name].partition(":")
     sandbox_cls = getattr(importlib.import_module(f"codeeval.executors.{module}"), cls)
-    return sandbox_cls(n_workers=spec.n_workers, limits=spec.limits)
+    if spec.runtime == "python":
+        return sandbox_cls(n_workers=spec.n_workers, limits=spec.limits)
+    if spec.name != "docker":
+        from codeeval.errors import UsageError
+
+        raise UsageError(f"runtime {spec.runtime!r} runs only in the Docker sandbox (--executor docker)")
+    return sandbox_cls(n_workers=spec.n_workers, limits=spec.limits, runtime=spec.runtime)

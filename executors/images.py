@@ -21,6 +21,15 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository (editable install)
 BASE_FILES = ("containers/base/rootfs.sh",)
 PACKAGES_FILES = ("containers/python/requirements.txt", "containers/python/stage.sh")
 PYTHON_FILES = ("containers/build.sh", "executors/runner.py", "executors/cputime.py", "executors/docker_server.py")
+# MultiPL-E: Debian toolchains (bookworm for 20 languages, trixie for Swift), then the same sandbox server.
+MULTIPLE_TOOLCHAINS = {"bookworm": ("containers/multiple/rootfs.sh", "containers/multiple/bookworm.txt"),
+                       "trixie": ("containers/multiple/rootfs.sh", "containers/multiple/trixie.txt")}
+MULTIPLE_SERVER_FILES = ("containers/multiple/build.sh", "executors/runner.py", "executors/cputime.py",
+                         "executors/docker_server.py")
+
+
+class RuntimeUnavailable(LookupError):
+    """A runtime no image provides (Julia: no Debian package, no offline installer)."""
 
 
 def _digest(files: tuple[str, ...], parent: str = "") -> str:
@@ -47,10 +56,37 @@ def python_image() -> str:
     return f"codeeval-python:{_digest(PYTHON_FILES, packages_image())}"
 
 
+def multiple_toolchains(suite: str) -> str:
+    """Debian `suite` minbase + python3 + the MultiPL-E toolchains of containers/multiple/<suite>.txt."""
+    return f"codeeval-multiple-{suite}-toolchains:{_digest(MULTIPLE_TOOLCHAINS[suite])}"
+
+
+def multiple_image(suite: str) -> str:
+    """A MultiPL-E toolchain image + the sandbox server (the image a `multiple-<lang>` job runs in)."""
+    return f"codeeval-multiple-{suite}:{_digest(MULTIPLE_SERVER_FILES, multiple_toolchains(suite))}"
+
+
+def runtime_image(runtime: str) -> str:
+    """The image of an Execution.runtime: `python`, or `multiple-<lang>` (Swift: trixie; the rest: bookworm)."""
+    if runtime == "python":
+        return python_image()
+    if runtime == "multiple-jl":
+        raise RuntimeUnavailable(
+            "multiple-jl cannot be executed: Julia has no Debian package (bookworm or trixie) and its PyPI/npm "
+            "installers download binaries at run time, which an offline machine cannot do (docs/multiple.md)")
+    if runtime == "multiple-swift":
+        return multiple_image("trixie")
+    if runtime.startswith("multiple-"):
+        return multiple_image("bookworm")
+    raise RuntimeUnavailable(f"unknown execution runtime {runtime!r}")
+
+
 def main(argv: list[str]) -> int:
-    images = {"base": base_image, "packages": packages_image, "python": python_image}
+    images = {"base": base_image, "packages": packages_image, "python": python_image,
+              **{f"multiple-{suite}-toolchains": (lambda s=suite: multiple_toolchains(s)) for suite in MULTIPLE_TOOLCHAINS},
+              **{f"multiple-{suite}": (lambda s=suite: multiple_image(s)) for suite in MULTIPLE_TOOLCHAINS}}
     if len(argv) != 2 or argv[1] not in images:
-        print(f"usage: {argv[0]} base|packages|python", file=sys.stderr)
+        print(f"usage: {argv[0]} {'|'.join(images)}", file=sys.stderr)
         return 2
     print(images[argv[1]]())
     return 0

@@ -6,6 +6,7 @@ the shard's inputs (`cache_key` parameter) and a run name like
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
@@ -87,7 +88,8 @@ def execute_shard(name: str, problems_path: str, generations_path: str, sandbox:
     problems, _ = artifacts.read_problems(Path(problems_path))
     generations = artifacts.read_rows(Path(generations_path))
     with progress_bar(len(generations), f"execute {name} {Path(out_path).stem}") as advance:
-        rows = execute_rows(task_spec, problems, generations, POOL.get(sandbox), advance)
+        rows = execute_rows(task_spec, problems, generations, POOL.get(dataclasses.replace(sandbox, runtime=task_spec.execution.runtime)),
+                            advance)
     artifacts.write_table(Path(out_path), rows, artifacts.EXECUTIONS_SCHEMA, key=key)
     _report_failures(name, Path(out_path).stem, rows)
     return out_path
