@@ -8,12 +8,14 @@ import json
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from docker_env import REPO, ensure_images
 from multiple_bodies import BODIES
 
 from codeeval.benchmarks import multiple
+from codeeval.benchmarks.data import read_jsonl
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
 from codeeval.errors import UsageError
@@ -64,7 +66,8 @@ def test_every_language_and_variant_loads_with_the_records_stop_tokens(data_dir)
         for name in (f"multiple-{lang}", f"multiple-{lang}-keep", f"multiple-mbpp-{lang}"):
             spec = get_task(name)
             problems = spec.load(LoadOptions(data_dir))
-            assert len(problems) > 150 if "mbpp" not in name else len(problems) > 390
+            source = multiple.parse(name)
+            assert len(problems) == len(read_jsonl(data_dir / "multipl_e" / "prompts" / source.file)) > 150
             first = problems[0].record
             assert spec.stop_words == (*first["stop_tokens"], "<file_sep>")  # bigcode: the first row's + <file_sep>
             assert problems[0].prompt == first["prompt"].strip()
@@ -116,3 +119,102 @@ def test_every_language_passes_right_bodies_and_fails_wrong_ones(boxes, data_dir
     wrong = [(e, v.status, v.detail) for e, v in zip(expect, verdicts) if v.passed is not e[2]]
     assert not wrong, wrong
     assert {lang for lang, _, _ in expect} == set(RUNNABLE) and len(RUNNABLE) == 21
+
+
+def test_cs_prompts_comment_out_the_signature_so_a_bare_body_does_not_compile(boxes, data_dir):
+    """Every humaneval-cs prompt has its method signature inside a `//` comment: a body-only
+    completion is a compile error (MultiPL-E's SyntaxError); declaring the method passes."""
+    problem = problems_of("multiple-cs", data_dir)["HumanEval_53_add"]
+    assert problem.prompt.splitlines()[-1].strip() == "//     public static long Add(long x, long y) {"
+    bare, declared = judge_all(boxes, [("cs", problem, problem.prompt + "\n        return x + y;\n"),
+                                       ("cs", problem, problem.prompt + BODIES["cs"]["HumanEval_53_add"][0])])
+    assert (bare.passed, declared.passed) == (False, True)
+    assert "MultiPL-E status SyntaxError" in bare.detail
+
+
+def test_adversarial_programs(boxes, data_dir):
+    """A CPU loop ends at the language's limit (JavaScript: 5 s of CPU) as a timeout; a
+    flood of output is capped and fails; a forked background process does not outlive its
+    program; Racket passing with stderr noise fails (MultiPL-E: rackunit exits 0, so any stderr
+    fails); a C++ program that exits 0 before its asserts passes, as MultiPL-E judges by the exit
+    code alone (docs/deviations.md)."""
+    js = problems_of("multiple-js", data_dir)["HumanEval_53_add"]
+    sh = problems_of("multiple-sh", data_dir)["HumanEval_53_add"]
+    rkt = problems_of("multiple-rkt", data_dir)["HumanEval_53_add"]
+    cpp = problems_of("multiple-cpp", data_dir)["HumanEval_53_add"]
+    jobs = [
+        ("js", js, js.prompt + "\n  while (true) {}\n}\n"),
+        ("sh", sh, sh.prompt + "\n    yes flood | head -c 200000000\n"),
+        ("sh", sh, sh.prompt + "\n    (sleep 1000 >/dev/null 2>&1 &) ; echo $(( $1 + $2 ))\n"),
+        ("rkt", rkt, rkt.prompt + "\n  (eprintf \"noise\") (+ x y))\n"),
+        ("cpp", cpp, cpp.prompt + "\n    exit(0);\n"),
+    ]
+    started = time.monotonic()
+    loop, flood, background, noisy, early = judge_all(boxes, jobs)
+    # CPU limit (5 s); on a machine so loaded that the loop gets < 1/5 of a core, the backstop (25 s)
+    assert loop.status == "timeout" and not loop.passed and "Timeout" in loop.detail
+    assert not flood.passed
+    assert background.passed
+    assert not noisy.passed and "Exception" in noisy.detail
+    assert early.passed
+    assert time.monotonic() - started < 120
+
+
+def test_run_scores_only_its_own_programs_whatever_tmp_holds(prefect_api, data_dir, tmp_path, capsys):
+    """bigcode globs every `*.results.json` in the system temp dir into the score; a stale one
+    there (all samples OK) changes nothing here, and nothing is written there."""
+    from codeeval.cli import main
+
+    stale = Path(tempfile.gettempdir()) / "HumanEval_0_has_close_elements.results.json"
+    stale.write_text(json.dumps({"name": "HumanEval_0_has_close_elements", "language": "lua",
+                                 "results": [{"status": "OK", "exit_code": 0}] * 4}))
+    right = ("\n    for i = 1, #numbers do\n        for j = 1, #numbers do\n"
+             "            if i ~= j and math.abs(numbers[i] - numbers[j]) < threshold then return true end\n"
+             "        end\n    end\n    return false\nend\n")
+    problem = get_task("multiple-lua").load(LoadOptions(data_dir))[0]
+    gens = tmp_path / "generations.json"
+    gens.write_text(json.dumps([[problem.prompt + right, problem.prompt + "\n    return true\nend\n"]]))
+    before = set(Path(tempfile.gettempdir()).glob("*.results.json")) - {stale}
+    try:
+        assert main(["run", "--tasks", "multiple-lua", "--load_generations_path", str(gens), "--limit", "1",
+                     "--allow_code_execution", "--data-dir", str(data_dir), "--output-dir", str(tmp_path / "out")]) == 0
+    finally:
+        stale.unlink()
+    capsys.readouterr()
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["multiple-lua"] == {"pass@1": 0.5}
+    assert set(Path(tempfile.gettempdir()).glob("*.results.json")) == before
+
+
+def test_cli_refuses_julia_at_once(data_dir, tmp_path, capsys):
+    from codeeval.cli import main
+
+    gens = tmp_path / "g.json"
+    gens.write_text(json.dumps([["x"]]))
+    started = time.monotonic()
+    code = main(["run", "--tasks", "multiple-jl", "--load_generations_path", str(gens), "--limit", "1",
+                 "--allow_code_execution", "--data-dir", str(data_dir), "--output-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Julia has no Debian package" in err and len(err.strip().splitlines()) == 1
+    assert time.monotonic() - started < 30
+
+
+# -- the compile sweep (slow): every problem's tests compile with a failing body -------------
+FAILING_BODY = {  # fails at run time whatever the return type
+    "d": "\n{\n    assert(0);\n}\n",
+    "rs": "\n    panic!(\"no\")\n",
+    "go": "\n    panic(\"no\")\n}\n",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", sorted(FAILING_BODY))
+def test_sweep_every_problem_compiles_with_a_failing_body(boxes, data_dir, lang):
+    """The notes' sweep on these toolchains: every problem's tests compile; the failing body
+    then fails at run time (Exception), never a SyntaxError, except Go's HumanEval_87, whose
+    test has a type error (it can never pass, with any toolchain)."""
+    problems = list(problems_of(f"multiple-{lang}", data_dir).values())
+    verdicts = judge_all(boxes, [(lang, p, p.prompt + FAILING_BODY[lang]) for p in problems])
+    assert not any(v.passed for v in verdicts)
+    syntax = [p.task_id for p, v in zip(problems, verdicts) if "status Exception" not in v.detail]
+    assert syntax == (["HumanEval_87_get_row"] if lang == "go" else []), syntax

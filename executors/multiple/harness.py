@@ -22,7 +22,8 @@ def _head(path):
 
 
 def run_step(argv, env, wall_s, n):
-    """One command, its output into files (RLIMIT_FSIZE caps them), its process group killed at the end."""
+    """One command, its output into files (RLIMIT_FSIZE caps them), its process group killed at the end.
+    `wall_s` None: no limit here (the sandbox limits the whole job's CPU time and wall clock)."""
     out, err = f".step{n}.out", f".step{n}.err"
     started = time.monotonic()
     with open(out, "wb") as fo, open(err, "wb") as fe:
