@@ -162,7 +162,8 @@ def test_adversarial_programs(boxes, data_dir):
 
 def test_run_scores_only_its_own_programs_whatever_tmp_holds(prefect_api, data_dir, tmp_path, capsys):
     """bigcode globs every `*.results.json` in the system temp dir into the score; a stale one
-    there (all samples OK) changes nothing here, and nothing is written there."""
+    there (all samples OK) changes nothing here, and nothing is written there. Two tasks in one
+    run use their own images (Lua: bookworm, Swift: trixie)."""
     from codeeval.cli import main
 
     stale = Path(tempfile.gettempdir()) / "HumanEval_0_has_close_elements.results.json"
@@ -171,18 +172,27 @@ def test_run_scores_only_its_own_programs_whatever_tmp_holds(prefect_api, data_d
     right = ("\n    for i = 1, #numbers do\n        for j = 1, #numbers do\n"
              "            if i ~= j and math.abs(numbers[i] - numbers[j]) < threshold then return true end\n"
              "        end\n    end\n    return false\nend\n")
+    swift = ("\n    for i in 0..<numbers.count {\n        for j in 0..<numbers.count {\n"
+             "            if i != j && abs(numbers[i] - numbers[j]) < threshold { return true }\n"
+             "        }\n    }\n    return false\n")
     problem = get_task("multiple-lua").load(LoadOptions(data_dir))[0]
+    (tmp_path / "generations_multiple-lua.json").write_text(
+        json.dumps([[problem.prompt + right, problem.prompt + "\n    return true\nend\n"]]))
+    problem = get_task("multiple-swift").load(LoadOptions(data_dir))[0]
+    (tmp_path / "generations_multiple-swift.json").write_text(
+        json.dumps([[problem.prompt + swift, problem.prompt + swift, problem.prompt + "\n    return true\n"]]))
     gens = tmp_path / "generations.json"
-    gens.write_text(json.dumps([[problem.prompt + right, problem.prompt + "\n    return true\nend\n"]]))
     before = set(Path(tempfile.gettempdir()).glob("*.results.json")) - {stale}
     try:
-        assert main(["run", "--tasks", "multiple-lua", "--load_generations_path", str(gens), "--limit", "1",
+        assert main(["run", "--tasks", "multiple-lua,multiple-swift", "--load_generations_path", str(gens),
+                     "--limit", "1",
                      "--allow_code_execution", "--data-dir", str(data_dir), "--output-dir", str(tmp_path / "out")]) == 0
     finally:
         stale.unlink()
     capsys.readouterr()
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert results["multiple-lua"] == {"pass@1": 0.5}
+    assert results["multiple-swift"]["pass@1"] == pytest.approx(2 / 3)
     assert set(Path(tempfile.gettempdir()).glob("*.results.json")) == before
 
 
