@@ -15,7 +15,7 @@ venv: $(BIN)/codeeval
 engine:
 	bash scripts/ensure-docker.sh
 
-# The execution images, built offline; a no-op when the recipe's tag exists (MultiPL-E's: ~10 min once).
+# The execution images, built offline; a no-op when the recipe's tag exists (MultiPL-E's two: ~7 min once).
 images: venv engine
 	bash containers/build.sh
 	bash containers/multiple/build.sh

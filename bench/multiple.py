@@ -1,25 +1,26 @@
 """MultiPL-E execution throughput per language: our runners (many programs per long-lived
 container) against one `docker run --rm` per program (MultiPL-E's own container mode).
 
-For each language, the right body of HumanEval_53_add (tests/multiple_bodies.py) x N runs
-  (a) through the language's runner in the Docker sandbox (--n_workers containers, started
-      before the clock starts, as a run's pool starts them while it loads), and
-  (b) one `docker run --rm --network none` of the same image per program, the same harness
-      and the same program file bind-mounted, one at a time per worker (--n_workers at once).
-Prints one line per language: programs/s for each and the ratio.
+For each language, the right body of HumanEval_53_add (tests/multiple_bodies.py) runs N times
+  (a) through the language's runner in the Docker sandbox (one container, started before the
+      clock starts, as a run's pool starts them while it loads), and
+  (b) in one `docker run --rm --network none` of the same image per program, the same harness
+      and the same program file bind-mounted;
+alternating (a) and (b), so that a machine whose load changes affects both alike. Prints one
+line per language: programs/s of each (1 / the median seconds per program) and the ratio.
 
-    .venv/bin/python bench/multiple.py [--n 6] [--n_workers 1] [--langs cpp,py,...]
+    .venv/bin/python bench/multiple.py [--n 5] [--langs cpp,py,...]
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,8 +54,7 @@ def one_docker_run(image: str, program, work: Path) -> bool:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=6)
-    ap.add_argument("--n_workers", type=int, default=1)
+    ap.add_argument("--n", type=int, default=5)
     ap.add_argument("--langs", default=",".join(sorted(BODIES)))
     ap.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
     args = ap.parse_args()
@@ -63,21 +63,21 @@ def main() -> None:
                        if p.task_id == ADD)
         execution = multiple.MultiplETests(lang)
         program = execution.build(problem, problem.prompt + BODIES[lang][ADD][0])
-        programs = [dataclasses.replace(program, key=str(i)) for i in range(args.n)]
-        with DockerSandbox(n_workers=args.n_workers, runtime=execution.runtime) as box:
-            box.start()
-            t0 = time.monotonic()
-            outcomes = box.run(programs)
-            ours = time.monotonic() - t0
-        assert all(execution.judge(problem, o).passed for o in outcomes), [o.stderr_tail for o in outcomes]
         image = images.runtime_image(execution.runtime)
-        with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.n_workers) as pool:
-            t0 = time.monotonic()
-            ok = list(pool.map(lambda i: one_docker_run(image, program, Path(tmp) / str(i)), range(args.n)))
-            theirs = time.monotonic() - t0
-        assert all(ok), f"{lang}: a docker run failed"
-        print(f"{lang:7s} runner {args.n / ours:6.2f} programs/s   docker run per program {args.n / theirs:6.2f} "
-              f"programs/s   x{theirs / ours:.2f}", flush=True)
+        ours, theirs = [], []
+        with DockerSandbox(n_workers=1, runtime=execution.runtime) as box, tempfile.TemporaryDirectory() as tmp:
+            box.start()
+            for i in range(args.n):
+                t0 = time.monotonic()
+                outcome = box.run([dataclasses.replace(program, key=str(i))])[0]
+                ours.append(time.monotonic() - t0)
+                assert execution.judge(problem, outcome).passed, outcome.stderr_tail
+                t0 = time.monotonic()
+                assert one_docker_run(image, program, Path(tmp) / str(i)), f"{lang}: a docker run failed"
+                theirs.append(time.monotonic() - t0)
+        a, b = statistics.median(ours), statistics.median(theirs)
+        print(f"{lang:7s} runner {1 / a:6.2f} programs/s   docker run per program {1 / b:6.2f} programs/s   "
+              f"x{b / a:.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -24,30 +24,47 @@ exists() { docker image inspect "$1" >/dev/null 2>&1; }
 build=${CODEEVAL_BUILD_DIR:-$root/.cache/images}
 mkdir -p "$build"
 
-for suite in ${CODEEVAL_MULTIPLE_SUITES:-bookworm trixie}; do
+suites=(${CODEEVAL_MULTIPLE_SUITES:-bookworm trixie})
+started=$(date +%s)
+
+# ---- toolchain layers: the suites that need one are built at the same time (mostly download and unpack)
+pids=(); building=()
+for suite in "${suites[@]}"; do
+    tools=$("$PYTHON" executors/images.py "multiple-$suite-toolchains")
+    image=$("$PYTHON" executors/images.py "multiple-$suite")
+    if exists "$image" || exists "$tools"; then
+        continue
+    fi
+    [ "$(id -u)" = 0 ] || die "building $tools needs root (debootstrap, chroot); run 'sudo make images'."
+    if ! command -v debootstrap >/dev/null 2>&1; then
+        say "installing Debian's debootstrap ..."
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || die "apt-get update failed"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null \
+            || die "apt-get install debootstrap failed"
+    fi
+    say "debootstrap $suite + $(grep -cv '^\s*\(#\|$\)' containers/multiple/$suite.txt) toolchain packages -> $tools (minutes; log: $build/multiple-$suite.log) ..."
+    bash containers/multiple/rootfs.sh "$build" "$suite" "containers/multiple/$suite.txt" "$tools" \
+        >"$build/multiple-$suite.log" 2>&1 &
+    pids+=($!); building+=("$suite")
+done
+failed=()
+for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || failed+=("${building[$i]}")
+done
+for suite in "${failed[@]}"; do
+    tail -n 20 "$build/multiple-$suite.log" >&2
+    say "ERROR: building the $suite toolchains failed (log: $build/multiple-$suite.log)"
+done
+[ ${#failed[@]} = 0 ] || exit 1
+
+# ---- server layers: the sandbox server, as in the python image (containers/build.sh)
+for suite in "${suites[@]}"; do
     tools=$("$PYTHON" executors/images.py "multiple-$suite-toolchains")
     image=$("$PYTHON" executors/images.py "multiple-$suite")
     if exists "$image"; then
         say "$image is up to date."
         continue
     fi
-    started=$(date +%s)
-    if exists "$tools"; then
-        say "$tools exists."
-    else
-        [ "$(id -u)" = 0 ] || die "building $tools needs root (debootstrap, chroot); run 'sudo make images'."
-        if ! command -v debootstrap >/dev/null 2>&1; then
-            say "installing Debian's debootstrap ..."
-            DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || die "apt-get update failed"
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null \
-                || die "apt-get install debootstrap failed"
-        fi
-        say "debootstrap $suite + $(grep -cv '^\s*\(#\|$\)' containers/multiple/$suite.txt) toolchain packages -> $tools (minutes) ..."
-        bash containers/multiple/rootfs.sh "$build" "$suite" "containers/multiple/$suite.txt" "$tools" \
-            >"$build/multiple-$suite.log" 2>&1 \
-            || { tail -n 20 "$build/multiple-$suite.log" >&2; die "building $tools failed (log: $build/multiple-$suite.log)"; }
-    fi
-    # The sandbox server, as in the python image (containers/build.sh).
     tmp=codeeval-build-multiple-$$
     stage=$build/server-multiple
     rm -rf "$stage"; mkdir -p "$stage/opt/codeeval"
@@ -64,5 +81,5 @@ for suite in ${CODEEVAL_MULTIPLE_SUITES:-bookworm trixie}; do
         "$tmp" "$image" >/dev/null
     docker rm -f "$tmp" >/dev/null
     rm -rf "$stage"
-    say "built $image in $(( $(date +%s) - started ))s ($(docker image inspect --format '{{.Size}}' "$image" | awk '{printf "%.2f GB", $1/1e9}'))."
+    say "built $image ($(docker image inspect --format '{{.Size}}' "$image" | awk '{printf "%.2f GB", $1/1e9}')); $(( $(date +%s) - started ))s since the start."
 done
