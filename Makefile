@@ -15,9 +15,10 @@ venv: $(BIN)/codeeval
 engine:
 	bash scripts/ensure-docker.sh
 
-# The execution images, built offline; a no-op when the recipe's tag exists.
+# The execution images, built offline; a no-op when the recipe's tag exists (MultiPL-E's two: ~7 min once).
 images: venv engine
 	bash containers/build.sh
+	bash containers/multiple/build.sh
 
 # DS-1000's image (numpy, scipy, pandas, scikit-learn, matplotlib, torch CPU; about 1 GB): only on
 # demand, so that the default set-up stays fast; the DS-1000 tests build it themselves.

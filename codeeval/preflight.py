@@ -61,19 +61,23 @@ def check_endpoint(base_url: str | None, timeout_s: float = 3.0) -> None:
 
 
 def check_sandbox(config: RunConfig) -> None:
-    if config.generation_only or config.executor != "docker":
+    if config.generation_only:
         return
     from codeeval.benchmarks.registry import get_task
+
+    runtimes = {spec.execution.runtime for spec in map(get_task, config.tasks) if spec.executes} - {"python"}
+    if config.executor != "docker":
+        if runtimes:
+            raise UsageError(f"{', '.join(sorted(runtimes))} run only in the Docker sandbox: use --executor docker")
+        return
+    from codeeval.executors import images
     from codeeval.executors.docker_sandbox import SandboxUnavailable, check_available, default_image
-    from codeeval.executors.images import RUNTIMES
 
     try:
         check_available(default_image())
-        for runtime in sorted({spec.execution.runtime for spec in map(get_task, config.tasks) if spec.executes}
-                              - {"python"}):
-            image, build = RUNTIMES[runtime][0](), RUNTIMES[runtime][1]
-            check_available(image, missing=f"run `{build}` to build it")
-    except SandboxUnavailable as exc:
+        for runtime in sorted(runtimes):  # e.g. ds1000, multiple-cpp: its image (or why none exists: Julia)
+            check_available(images.runtime_image(runtime), missing=f"run `{images.build_command(runtime)}` to build it")
+    except (SandboxUnavailable, images.RuntimeUnavailable) as exc:
         raise UsageError(str(exc)) from None
 
 

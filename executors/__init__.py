@@ -24,8 +24,10 @@ class SandboxSpec:
 def open_sandbox(spec: SandboxSpec) -> Sandbox:
     module, _, cls = SANDBOXES[spec.name].partition(":")
     sandbox_cls = getattr(importlib.import_module(f"codeeval.executors.{module}"), cls)
-    if spec.name == "docker" and spec.runtime != "python":
-        from codeeval.executors.images import runtime_image
+    if spec.runtime == "python":
+        return sandbox_cls(n_workers=spec.n_workers, limits=spec.limits)
+    if spec.name != "docker":
+        from codeeval.errors import UsageError
 
-        return sandbox_cls(n_workers=spec.n_workers, limits=spec.limits, image=runtime_image(spec.runtime))
-    return sandbox_cls(n_workers=spec.n_workers, limits=spec.limits)
+        raise UsageError(f"runtime {spec.runtime!r} runs only in the Docker sandbox (--executor docker)")
+    return sandbox_cls(n_workers=spec.n_workers, limits=spec.limits, runtime=spec.runtime)

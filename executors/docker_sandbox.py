@@ -18,6 +18,7 @@ removes any whose owner is gone. Limits and defaults: docs/security.md.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import select
@@ -274,13 +275,23 @@ class DockerSandbox(Sandbox):
     name = "docker"
 
     def __init__(self, n_workers: int = 0, limits: Limits = Limits(), image: Optional[str] = None,
-                 container: ContainerLimits = ContainerLimits(), docker: str = "docker", pipeline: int = 2):
+                 container: ContainerLimits = ContainerLimits(), docker: str = "docker", pipeline: int = 2,
+                 runtime: str = "python"):
         self.n_workers = n_workers or os.cpu_count() or 1
         self.pipeline = max(1, pipeline)  # programs queued per container (hides the round trip)
         self.limits = limits
         self.container = container
         self.docker_cmd = [docker]
-        self.image = image or default_image()
+        compiled = runtime.startswith("multiple-")
+        if compiled:  # compiled toolchains (MultiPL-E): executables, caches and threads in the scratch
+            container = dataclasses.replace(container, tmpfs_mb=max(container.tmpfs_mb, 1024),
+                                            pids=container.pids or max(256, limits.nproc + 16))
+            self.container = container
+        try:
+            self.image = image or (default_image() if runtime == "python" else images.runtime_image(runtime))
+        except images.RuntimeUnavailable as exc:
+            raise SandboxUnavailable(str(exc)) from None
+        scratch = "rw,exec,nosuid,nodev" if compiled else "rw,noexec,nosuid,nodev"
         self.owner = _owner_id()
         self.id = uuid.uuid4().hex[:12]  # label value of this sandbox's containers
         check_available(self.image, docker)
@@ -290,7 +301,7 @@ class DockerSandbox(Sandbox):
         self.run_flags = [
             "--network", "none",
             "--read-only",
-            "--tmpfs", f"/tmp:rw,noexec,nosuid,nodev,size={container.tmpfs_mb}m,mode=1777",
+            "--tmpfs", f"/tmp:{scratch},size={container.tmpfs_mb}m,mode=1777",
             "--tmpfs", f"/out:rw,noexec,nosuid,nodev,size={out_mb}m,mode=1777",
             "--shm-size", f"{container.shm_mb}m",
             "--pids-limit", str(container.pids or limits.nproc + 16),

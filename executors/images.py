@@ -24,6 +24,15 @@ PYTHON_FILES = ("containers/build.sh", "executors/runner.py", "executors/cputime
 # The DS-1000 image: the base + the data-science stack (torch CPU) + the same server; built on demand only.
 DS1000_FILES = ("containers/ds1000/requirements.txt", "containers/ds1000/build.sh", "executors/runner.py",
                 "executors/cputime.py", "executors/docker_server.py")
+# MultiPL-E: Debian toolchains (bookworm for 20 languages, trixie for Swift), then the same sandbox server.
+MULTIPLE_TOOLCHAINS = {"bookworm": ("containers/multiple/rootfs.sh", "containers/multiple/bookworm.txt"),
+                       "trixie": ("containers/multiple/rootfs.sh", "containers/multiple/trixie.txt")}
+MULTIPLE_SERVER_FILES = ("containers/multiple/build.sh", "executors/runner.py", "executors/cputime.py",
+                         "executors/docker_server.py")
+
+
+class RuntimeUnavailable(LookupError):
+    """A runtime no image provides (Julia: no Debian package, no offline installer)."""
 
 
 def _digest(files: tuple[str, ...], parent: str = "") -> str:
@@ -53,22 +62,49 @@ def python_image() -> str:
 def ds1000_image() -> str:
     """DS-1000's sandbox image: numpy, scipy, pandas, scikit-learn, matplotlib and torch (CPU) at
     the releases closest to DS-1000's own for CPython 3.11, and the sandbox server. Not built by
-    `make images` (about 1 GB): `make images-ds1000` (containers/ds1000/build.sh)."""
+    `make images` (about 1.4 GB): `make images-ds1000` (containers/ds1000/build.sh)."""
     return f"codeeval-ds1000:{_digest(DS1000_FILES, base_image())}"
 
 
-# Execution.runtime -> (its image's name, what builds it)
-RUNTIMES = {"python": (python_image, "make images"), "ds1000": (ds1000_image, "make images-ds1000")}
+def multiple_toolchains(suite: str) -> str:
+    """Debian `suite` minbase + python3 + the MultiPL-E toolchains of containers/multiple/<suite>.txt."""
+    return f"codeeval-multiple-{suite}-toolchains:{_digest(MULTIPLE_TOOLCHAINS[suite])}"
+
+
+def multiple_image(suite: str) -> str:
+    """A MultiPL-E toolchain image + the sandbox server (the image a `multiple-<lang>` job runs in)."""
+    return f"codeeval-multiple-{suite}:{_digest(MULTIPLE_SERVER_FILES, multiple_toolchains(suite))}"
 
 
 def runtime_image(runtime: str) -> str:
-    return RUNTIMES[runtime][0]()
+    """The image of an Execution.runtime: `python`, `ds1000`, or `multiple-<lang>` (Swift: trixie;
+    the rest: bookworm)."""
+    if runtime == "python":
+        return python_image()
+    if runtime == "ds1000":
+        return ds1000_image()
+    if runtime == "multiple-jl":
+        raise RuntimeUnavailable(
+            "multiple-jl cannot be executed: Julia has no Debian package (bookworm or trixie) and its PyPI/npm "
+            "installers download binaries at run time, which an offline machine cannot do (docs/multiple.md)")
+    if runtime == "multiple-swift":
+        return multiple_image("trixie")
+    if runtime.startswith("multiple-"):
+        return multiple_image("bookworm")
+    raise RuntimeUnavailable(f"unknown execution runtime {runtime!r}")
+
+
+def build_command(runtime: str) -> str:
+    """What builds a runtime's image."""
+    return "make images-ds1000" if runtime == "ds1000" else "make images"
 
 
 def main(argv: list[str]) -> int:
-    images = {"base": base_image, "packages": packages_image, "python": python_image, "ds1000": ds1000_image}
+    images = {"base": base_image, "packages": packages_image, "python": python_image, "ds1000": ds1000_image,
+              **{f"multiple-{suite}-toolchains": (lambda s=suite: multiple_toolchains(s)) for suite in MULTIPLE_TOOLCHAINS},
+              **{f"multiple-{suite}": (lambda s=suite: multiple_image(s)) for suite in MULTIPLE_TOOLCHAINS}}
     if len(argv) != 2 or argv[1] not in images:
-        print(f"usage: {argv[0]} base|packages|python|ds1000", file=sys.stderr)
+        print(f"usage: {argv[0]} {'|'.join(images)}", file=sys.stderr)
         return 2
     print(images[argv[1]]())
     return 0

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Recipe of a MultiPL-E toolchain image: Debian SUITE minbase + python3 (the sandbox server)
+# + the packages listed in PACKAGES, installed in a chroot with no recommends, imported as TAG.
+# Every step that shapes the image is in this file or PACKAGES, which executors/images.py
+# hashes into TAG (containers/build.sh only decides whether to run it).
+# Usage: rootfs.sh WORK_DIR SUITE PACKAGES TAG   (run as root; WORK_DIR/rootfs-SUITE is scratch)
+set -euo pipefail
+work=$1; suite=$2; list=$3; tag=$4
+rootfs=$work/rootfs-$suite
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+mapfile -t pkgs < <(grep -v '^\s*#' "$list" | grep -v '^\s*$')
+
+cleanup() { umount "$rootfs/proc" 2>/dev/null || true; }
+trap cleanup EXIT
+rm -rf "$rootfs"
+debootstrap --variant=minbase --include=python3 "$suite" "$rootfs" "$mirror"
+printf '#!/bin/sh\nexit 101\n' >"$rootfs/usr/sbin/policy-rc.d"; chmod +x "$rootfs/usr/sbin/policy-rc.d"
+cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
+mount -t proc proc "$rootfs/proc"
+chroot "$rootfs" env DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 apt-get update -qq
+chroot "$rootfs" env DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 \
+    apt-get install -y -qq --no-install-recommends "${pkgs[@]}"
+chroot "$rootfs" apt-get clean
+umount "$rootfs/proc"
+rm -f "$rootfs/usr/sbin/policy-rc.d" "$rootfs/etc/resolv.conf"
+
+# MultiPL-E's Java runner expects javatuples at a fixed path; Debian installs the same 1.2 jar.
+if [ -e "$rootfs/usr/share/java/javatuples.jar" ]; then
+    mkdir -p "$rootfs/usr/multiple"
+    ln -sf /usr/share/java/javatuples.jar "$rootfs/usr/multiple/javatuples-1.2.jar"
+fi
+
+# Trim what a sandbox never needs (apt lists and caches, docs, man pages, locales).
+rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
+       "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
+       "$rootfs"/var/log/*.log "$rootfs"/var/log/apt/*
+find "$rootfs"/usr/share/locale -mindepth 1 -maxdepth 1 ! -name 'locale.alias' -exec rm -rf {} + 2>/dev/null || true
+
+# The sandbox users (as containers/base/rootfs.sh): one uid per worker slot.
+for i in $(seq 0 127); do
+    echo "sandbox$i:x:$((10000 + i)):$((10000 + i)):sandbox:/tmp:/usr/sbin/nologin" >>"$rootfs/etc/passwd"
+    echo "sandbox$i:x:$((10000 + i)):" >>"$rootfs/etc/group"
+done
+
+echo "docker import -> $tag"
+tar --numeric-owner -C "$rootfs" -c . | docker import \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'ENV LANG=C.UTF-8' \
+    --change "LABEL codeeval.recipe=$tag" \
+    --change 'CMD ["python3"]' - "$tag" >/dev/null
+rm -rf "$rootfs"
