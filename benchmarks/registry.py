@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from codeeval.benchmarks import code_to_text, evalplus, humaneval, mbpp, pal, text_to_code
+from codeeval.benchmarks import code_to_text, evalplus, humaneval, mbpp, pal, repo_level, text_to_code
 from codeeval.benchmarks.spec import TaskSpec
 from codeeval.errors import UsageError
 
 Factory = Callable[[str], TaskSpec]
 
-FAMILIES = (humaneval, mbpp, evalplus, pal, text_to_code, code_to_text)
+FAMILIES = (humaneval, mbpp, evalplus, pal, text_to_code, code_to_text, repo_level)
 
 TASKS: dict[str, Factory] = {name: family.make for family in FAMILIES for name in family.TASK_NAMES}
 

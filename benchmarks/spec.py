@@ -73,6 +73,11 @@ class Execution(abc.ABC):
     def build(self, problem: Problem, completion: str, prepared: Any = None) -> Program:
         """The job for one sample; its `key` is set by the execute stage."""
 
+    def run(self, programs: Sequence[Program], sandbox, progress=None) -> list[Outcome]:
+        """Run the shard's jobs. Default: the sandbox runs them as programs; the repo-level
+        execution patches repositories instead (benchmarks/repo_exec.py)."""
+        return sandbox.run(programs, progress)
+
     def judge(self, problem: Problem, outcome: Outcome, prepared: Any = None) -> Verdict:
         return exit_verdict(outcome)
 

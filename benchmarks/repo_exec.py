@@ -1,0 +1,86 @@
+"""How a repo-level sample is executed and scored: a patch job under the repository's lock.
+
+`shard_key` is the project, so an execution shard holds one repository's problems and takes
+that repository's lock once (executors/repo/lock.py); `build` makes a `RepoJob` (file, body
+span, new body, test ids); `run` hands the shard's jobs to executors/repo (patch, test,
+restore, journal) instead of the program sandbox, using the sandbox's kind (docker: the tests
+run in the execution image with the repository mounted; local: host processes).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from codeeval.benchmarks.spec import Execution, Metric, Problem, Sample
+from codeeval.executors.base import Outcome, Progress
+from codeeval.executors.repo.jobs import ENV_ERROR, MODES, RepoJob, RepoRun
+from codeeval.executors.repo.testrun import TestRunner
+from codeeval.metrics import by_problem, pass_at_k
+
+
+def _in_prefect_run() -> bool:
+    from prefect.context import FlowRunContext, TaskRunContext
+
+    return FlowRunContext.get() is not None or TaskRunContext.get() is not None
+
+
+def runner_for(sandbox) -> TestRunner:
+    if getattr(sandbox, "name", "docker") == "local":
+        return TestRunner("local")
+    from codeeval.executors.images import python_image
+
+    return TestRunner("docker", image=python_image())
+
+
+@dataclass(frozen=True)
+class RepoExecution(Execution):
+    mode: str = "deveval"  # "deveval": one pytest call for all tests, 60 s; "evocodebench": per test, 20 s
+    runtime: str = "repo"
+
+    def shard_key(self, problem: Problem) -> str:
+        return problem.record["codeeval"]["source_root"] + "::" + problem.record["codeeval"]["project"]
+
+    def build(self, problem: Problem, completion: str, prepared: Any = None) -> RepoJob:
+        r = problem.record
+        return RepoJob(key="", code=completion, timeout_s=MODES[self.mode][1], guard=False,
+                       source_root=r["codeeval"]["source_root"], project_path=r["codeeval"]["project"],
+                       file=r["completion_path"], body_position=tuple(r["body_position"]), indent=r["indent"],
+                       tests=tuple(r["tests"]), mode=self.mode)
+
+    def run(self, programs: Sequence[RepoJob], sandbox, progress: Progress = None) -> list[Outcome]:
+        return RepoRun(runner_for(sandbox), prefect_lock=_in_prefect_run()).run(programs, progress)
+
+
+@dataclass(frozen=True)
+class RepoPassAtK(Metric):
+    """pass@k over the covered problems whose repository environment could be built; the counts
+    of covered, skipped (project absent) and env_error problems are reported beside it."""
+
+    name = "pass@k"
+    primary = "pass@1"
+    uses_k = True
+    default_ks: tuple[int, ...] = (1, 10)
+
+    def compute(self, problems: Sequence[Problem], samples: Sequence[Sample], ks: Sequence[int]) -> dict[str, Any]:
+        groups = by_problem(samples)
+        env_failed = sorted(t for t, g in groups.items() if g and all(s.verdict and s.verdict.status == ENV_ERROR
+                                                                      for s in g))
+        counts = [(len(g), sum(s.passed for s in g)) for t, g in groups.items() if t not in env_failed]
+        out: dict[str, Any] = {f"pass@{k}": float(np.mean([pass_at_k(n, c, k) for n, c in counts])) if counts else 0.0
+                               for k in ks}
+        meta = problems[0].record["codeeval"] if problems else {"skipped": 0, "total": 0}
+        out["covered"] = len(problems)
+        out["skipped"] = meta["skipped"]
+        out["scored"] = len(counts)
+        out["env_error"] = len(env_failed)
+        by_repo = Counter(p.record["codeeval"]["project"] for p in problems)
+        failing = Counter()
+        for p in problems:
+            g = groups.get(p.task_id, [])
+            if g and not any(s.passed for s in g):
+                failing[p.record["codeeval"]["project"]] += 1
+        out["failing_by_repository"] = {repo: failing.get(repo, 0) for repo in sorted(by_repo)}
+        return out
