@@ -39,6 +39,7 @@ def runner_for(sandbox) -> TestRunner:
 class RepoExecution(Execution):
     mode: str = "deveval"  # "deveval": one pytest call for all tests, 60 s; "evocodebench": per test, 20 s
     runtime: str = "repo"
+    concurrent_shards: bool = True  # repositories in parallel; one repository's shards meet at its lock
 
     def shard_key(self, problem: Problem) -> str:
         return problem.record["codeeval"]["source_root"] + "::" + problem.record["codeeval"]["project"]

@@ -94,6 +94,11 @@ def _loader(family: str, setting: str):
         if not covered:
             raise UsageError(f"{family}: none of the {len(rows)} tasks' projects is under {root}")
         skipped = len(rows) - len(covered)
+        # grouped by project (first appearance order): an execution shard holds one repository
+        first = {}
+        for record, _ in covered:
+            first.setdefault(project_of(family, record), len(first))
+        covered.sort(key=lambda c: first[project_of(family, c[0])])
         problems = []
         for i, (record, src) in enumerate(covered):
             el = _elements(family, setting, record, Path(src) / record["completion_path"], elements)

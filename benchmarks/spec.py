@@ -60,6 +60,9 @@ class Execution(abc.ABC):
     what it returns per task_id reaches `build` and `judge` as `prepared`."""
 
     runtime: str = "python"  # which sandbox image and runner executes the job
+    # True: the task's execution shards may run at once (each serializes what it must itself:
+    # repo-level shards take their repository's lock); False: one after another
+    concurrent_shards: bool = False
 
     def shard_key(self, problem: Problem) -> Optional[str]:
         """Problems whose keys differ never share a shard (repo-level: one repository per

@@ -2,12 +2,14 @@
 
 Generation shards are dealt round-robin over the visible devices (one model per device,
 no `accelerate launch` needed) and run one after another on each; execution shards run
-one after another (one sandbox pool). The chains overlap: shard i executes while shard
+one after another (one sandbox pool), except a task whose execution serializes itself
+(`Execution.concurrent_shards`: repo-level, one lock per repository). The chains overlap: shard i executes while shard
 i+1 generates. Every shard is a named task run whose cache key hashes its inputs
 (problems, model, generation args, code version): a re-run skips finished shards.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from prefect import allow_failure, flow, get_run_logger
@@ -28,6 +30,15 @@ from codeeval.tasks.shards import KEPT, execute_shard, generate_shard, load_prob
 
 def _after(previous) -> list:
     return [allow_failure(previous)] if previous is not None else []
+
+
+def _exec_lanes(name: str, config: RunConfig) -> int:
+    """How many of a task's execution shards may run at once: one (a chain), or one per worker
+    for an execution that serializes itself (repo-level: a lock per repository)."""
+    execution = get_task(name).execution
+    if execution is None or not execution.concurrent_shards:
+        return 1
+    return max(1, config.n_workers or os.cpu_count() or 1)
 
 
 def _cached(future) -> bool:
@@ -83,12 +94,13 @@ def _evaluate(config: RunConfig) -> dict:
     gens, execs, scores = {}, {}, {}
     runs: dict = {}  # task run name -> future, every shard and score
     last_gen: list = [None] * len(device_specs)  # one chain of generation shards per device
-    last_exec = None
+    last_exec: list = []  # the execution shards the next task's shards wait for
     for name in config.tasks:
         plans[name] = plan = loads[name].result()
         rows = artifacts.read_rows(Path(plan.problems_path))
         inputs = backend_class(backend.kind).input_fingerprint(backend, get_task(name))
         gens[name], execs[name] = [], []
+        lanes = [list(last_exec) for _ in range(_exec_lanes(name, config))]
         for i, (start, stop) in enumerate(plan.shards):
             shard_rows = [(r["task_id"], r["prompt"], r["record"], r["n_samples"]) for r in rows[start:stop]]
             gen_path = layout.generations(name, i)
@@ -106,10 +118,14 @@ def _evaluate(config: RunConfig) -> dict:
             exec_path = layout.executions(name, i)
             exec_key = digest("execute", version, name, sandbox.name, sandbox.limits, str(exec_path))
             run_name = f"execute-{name}-shard-{i:03d}"
-            last_exec = runs[run_name] = execute_shard.with_options(
+            lane = i % len(lanes)
+            future = runs[run_name] = execute_shard.with_options(
                 task_run_name=run_name, refresh_cache=not exec_path.exists(),
-            ).submit(name, plan.problems_path, gen, sandbox, str(exec_path), exec_key, wait_for=_after(last_exec))
-            execs[name].append(last_exec)
+            ).submit(name, plan.problems_path, gen, sandbox, str(exec_path), exec_key,
+                     wait_for=[allow_failure(f) for f in lanes[lane]])
+            lanes[lane] = [future]
+            execs[name].append(future)
+        last_exec = list({id(f): f for lane in lanes for f in lane}.values())
         if not config.generation_only:
             scores[name] = runs[f"score-{name}"] = score_task.with_options(task_run_name=f"score-{name}").submit(
                 name, plan.problems_path, gens[name], execs[name], plan.ks, plan.ks_left_out,

@@ -247,7 +247,7 @@ def test_two_repositories_run_in_parallel_each_serialized(prefect_api, tmp_path,
 
     results = []
     threads = [threading.Thread(target=lambda r=r, k=k: results.append(one(r, k)))
-               for k, r in enumerate([clamp, shout, clamp, shout])]
+               for k, r in zip("abcd", [clamp, shout, clamp, shout])]
     for t in threads:
         t.start()
     for t in threads:

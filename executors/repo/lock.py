@@ -10,7 +10,7 @@ Two layers, taken in this order:
 A crashed holder's slot: with a Prefect server its lease expires, but the ephemeral API and the
 CLI's private server keep leases in memory and have no cleanup service, so the slot leaks for
 ever (../shared/notes/prefect.md). We record the holder (host boot id and pid) in
-`<journal dir>/holder.json` before taking the slot and remove it after releasing: a holder file
+`<journal dir>/holder` before taking the slot and remove it after releasing: a holder file
 naming this host, found while we hold the flock, can only be a dead holder's, so its slot is
 released (`active_slots` reset to 0) before we wait for it.
 """
@@ -103,7 +103,7 @@ def repo_lock(lock_dir: Path, project_path: str, prefect: bool = True) -> Iterat
         from prefect.concurrency._sync import acquire_concurrency_slots_with_lease, release_concurrency_slots_with_lease
 
         name = limit_name(project_path)
-        holder_file = lock_dir / "holder.json"
+        holder_file = lock_dir / "holder"  # not *.json: those are journal entries
         with get_client(sync_client=True) as client:
             ensure_limit(client, name)
             release_stale_slot(client, name, holder_file)
