@@ -8,17 +8,31 @@ run in the execution image with the repository mounted; local: host processes).
 """
 from __future__ import annotations
 
+import json
 from collections import Counter
-from dataclasses import dataclass
-from typing import Any, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from codeeval.benchmarks.spec import Execution, Metric, Problem, Sample
+from codeeval.benchmarks.spec import Execution, Metric, Problem, Sample, Verdict
+from codeeval.cache import cache_file, read_cached, write_cached
 from codeeval.executors.base import Outcome, Progress
 from codeeval.executors.repo.jobs import ENV_ERROR, MODES, RepoJob, RepoRun
+from codeeval.executors.repo.envs import TEST_REQUIREMENTS, requirements
+from codeeval.executors.repo.patch import sha256
 from codeeval.executors.repo.testrun import TestRunner
+from codeeval.fingerprint import digest
 from codeeval.metrics import by_problem, pass_at_k
+
+
+def ground_truth(problem: Problem) -> str:
+    """The ground-truth body (the `reference` backend's oracle): the file's own body lines."""
+    r = problem.record
+    path = Path(r["codeeval"]["source_root"]) / r["completion_path"]
+    start, end = r["body_position"]
+    return "".join(path.read_text(encoding="utf-8").splitlines(keepends=True)[start - 1:end])
 
 
 def _in_prefect_run() -> bool:
@@ -51,8 +65,32 @@ class RepoExecution(Execution):
                        file=r["completion_path"], body_position=tuple(r["body_position"]), indent=r["indent"],
                        tests=tuple(r["tests"]), mode=self.mode)
 
+    def prepare(self, problems: Sequence[Problem], sandbox) -> Mapping[str, Any]:
+        """With --exclude-failing-oracles: each problem's ground truth runs first (cached by the
+        record, the file's pristine bytes and the environment) -> {task_id: oracle passed}."""
+        wanted = [p for p in problems if p.record["codeeval"].get("exclude_failing_oracles")]
+        if not wanted:
+            return {}
+        keys = {p.task_id: cache_file("repo-oracle", digest(
+            self.mode, {k: v for k, v in p.record.items() if k != "codeeval"}, TEST_REQUIREMENTS,
+            sha256((Path(p.record["codeeval"]["source_root"]) / p.record["completion_path"]).read_bytes()),
+            requirements(Path(p.record["codeeval"]["source_root"]) / p.record["codeeval"]["project"]),
+            getattr(sandbox, "name", "docker"))) for p in wanted}
+        found = {t: read_cached(k) for t, k in keys.items()}
+        todo = [p for p in wanted if found[p.task_id] is None]
+        if todo:
+            jobs = [replace(self.build(p, ground_truth(p)), key=p.task_id) for p in todo]
+            for outcome in self.run(jobs, sandbox):
+                if outcome.status != ENV_ERROR:
+                    found[outcome.key] = write_cached(keys[outcome.key], json.dumps(outcome.passed).encode())
+        return {t: json.loads(v) for t, v in found.items() if v is not None}
+
     def run(self, programs: Sequence[RepoJob], sandbox, progress: Progress = None) -> list[Outcome]:
         return RepoRun(runner_for(sandbox), prefect_lock=_in_prefect_run()).run(programs, progress)
+
+    def judge(self, problem: Problem, outcome: Outcome, prepared: Any = None) -> Verdict:
+        subsets = {} if prepared is None else {"oracle": bool(prepared)}
+        return Verdict(outcome.status, outcome.passed, subsets=subsets, detail=outcome.detail)
 
 
 @dataclass(frozen=True)
@@ -69,7 +107,11 @@ class RepoPassAtK(Metric):
         groups = by_problem(samples)
         env_failed = sorted(t for t, g in groups.items() if g and all(s.verdict and s.verdict.status == ENV_ERROR
                                                                       for s in g))
-        counts = [(len(g), sum(s.passed for s in g)) for t, g in groups.items() if t not in env_failed]
+        # --exclude-failing-oracles: the judge marked each sample with its ground truth's verdict
+        oracle_failed = sorted(t for t, g in groups.items()
+                               if any(s.verdict and s.verdict.subsets.get("oracle") is False for s in g))
+        left_out = set(env_failed) | set(oracle_failed)
+        counts = [(len(g), sum(s.passed for s in g)) for t, g in groups.items() if t not in left_out]
         out: dict[str, Any] = {f"pass@{k}": float(np.mean([pass_at_k(n, c, k) for n, c in counts])) if counts else 0.0
                                for k in ks}
         meta = problems[0].record["codeeval"] if problems else {"skipped": 0, "total": 0}
@@ -77,6 +119,8 @@ class RepoPassAtK(Metric):
         out["skipped"] = meta["skipped"]
         out["scored"] = len(counts)
         out["env_error"] = len(env_failed)
+        if any(s.verdict and "oracle" in s.verdict.subsets for s in samples):
+            out["excluded_failing_oracles"] = oracle_failed
         by_repo = Counter(p.record["codeeval"]["project"] for p in problems)
         failing = Counter()
         for p in problems:

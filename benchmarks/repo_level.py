@@ -17,7 +17,7 @@ import textwrap
 from pathlib import Path
 
 from codeeval.benchmarks import repo_post
-from codeeval.benchmarks.repo_exec import RepoExecution, RepoPassAtK
+from codeeval.benchmarks.repo_exec import RepoExecution, RepoPassAtK, ground_truth
 from codeeval.benchmarks.repo_sources import (
     project_root, read_data, read_prompt_elements, source_root_setting,
 )
@@ -75,7 +75,7 @@ def _elements(family: str, setting: str, record: dict, source_file: Path, elemen
 def _loader(family: str, setting: str):
     def load(options: LoadOptions) -> list[Problem]:
         rows = read_data(family, options.data_dir)
-        root = source_root_setting(family, options.data_dir)
+        root = source_root_setting(family, options.data_dir, options.source_code_root)
         if root is None:
             raise UsageError(f"{family}: no Source_Code tree (set CODEEVAL_{family.upper()}_SOURCE_CODE or put "
                              f"{family}/Source_Code in --data-dir)")
@@ -107,7 +107,8 @@ def _loader(family: str, setting: str):
                 prompt = el["contexts_above"] + el["input_code"]
             rec = dict(record, codeeval={"source_root": str(src), "project": project_of(family, record),
                                          "skipped": skipped, "total": len(rows), "elements": el,
-                                         "setting": setting})
+                                         "setting": setting,
+                                         "exclude_failing_oracles": options.exclude_failing_oracles})
             problems.append(Problem(record["namespace"], i, prompt, rec))
         return problems
 
@@ -141,14 +142,6 @@ def postprocess(problem: Problem, continuation: str, extra_stops: tuple[str, ...
     return repo_post.extract_lm(continuation)
 
 
-def reference_solution(problem: Problem) -> str:
-    """The ground-truth body: the file's own body lines."""
-    r = problem.record
-    path = Path(r["codeeval"]["source_root"]) / r["completion_path"]
-    start, end = r["body_position"]
-    return "".join(path.read_text(encoding="utf-8").splitlines(keepends=True)[start - 1:end])
-
-
 def make(name: str) -> TaskSpec:
     family, _, setting = name.partition("-")
     setting = setting or SETTINGS[family][0]
@@ -156,7 +149,7 @@ def make(name: str) -> TaskSpec:
         raise UsageError(f"unknown {family} setting {setting!r}; choose from {', '.join(SETTINGS[family])}")
     return TaskSpec(
         name=name, family=family, load=_loader(family, setting), stop_words=(),
-        postprocess=postprocess, reference_solution=reference_solution,
+        postprocess=postprocess, reference_solution=ground_truth,
         metrics=(RepoPassAtK(),), execution=RepoExecution(mode=family),
         prompting=Prompting(instruction=_instruction,
                             fim_parts=_fim_parts if setting == "local_infilling" else None),

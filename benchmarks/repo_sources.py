@@ -1,6 +1,7 @@
 """Where a repo-level benchmark's files are: data.jsonl, prompt elements, the Source_Code tree.
 
-Source_Code root: $CODEEVAL_<FAMILY>_SOURCE_CODE, else `<data dir>/<family>/Source_Code`.
+Source_Code root: --source-code-root, else $CODEEVAL_<FAMILY>_SOURCE_CODE, else
+`<data dir>/<family>/Source_Code` (Dependency_Data likewise).
 A project is either a folder `<root>/<project>` (patched in place, as the references do) or a
 tarball `<root>/<project>.tar.gz` (../shared/data/deveval ships them), extracted once into
 `$CODEEVAL_CACHE/source-code/<sha256 of the tarball>/` and patched there.
@@ -21,7 +22,12 @@ from codeeval.cache import cache_root
 from codeeval.errors import UsageError
 
 
-def source_root_setting(family: str, data_dir: Optional[Path]) -> Optional[Path]:
+def source_root_setting(family: str, data_dir: Optional[Path], given: Optional[Path] = None) -> Optional[Path]:
+    """--source-code-root, else $CODEEVAL_<FAMILY>_SOURCE_CODE, else <data dir>/<family>/Source_Code."""
+    if given is not None:
+        if not given.is_dir():
+            raise UsageError(f"--source-code-root {given}: not a folder")
+        return given
     env = os.environ.get(f"CODEEVAL_{family.upper()}_SOURCE_CODE")
     if env:
         root = Path(env).expanduser()
@@ -33,7 +39,11 @@ def source_root_setting(family: str, data_dir: Optional[Path]) -> Optional[Path]
     return None
 
 
-def dependency_root_setting(family: str, data_dir: Optional[Path]) -> Optional[Path]:
+def dependency_root_setting(family: str, data_dir: Optional[Path], given: Optional[Path] = None) -> Optional[Path]:
+    if given is not None:
+        if not given.is_dir():
+            raise UsageError(f"--dependency-data-root {given}: not a folder")
+        return given
     env = os.environ.get(f"CODEEVAL_{family.upper()}_DEPENDENCY_DATA")
     if env:
         return Path(env).expanduser()

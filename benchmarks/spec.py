@@ -32,6 +32,11 @@ class Problem:
 @dataclass(frozen=True)
 class LoadOptions:
     data_dir: Optional[Path] = None  # local copies in upstream format; None = HF datasets (or a packaged copy)
+    # repo-level tasks: the Source_Code / Dependency_Data trees (None: env or <data_dir>/<family>/...),
+    # and whether the ground truths run first so that the tasks they fail leave the score
+    source_code_root: Optional[Path] = None
+    dependency_data_root: Optional[Path] = None
+    exclude_failing_oracles: bool = False
 
 
 @dataclass(frozen=True)

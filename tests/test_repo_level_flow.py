@@ -71,8 +71,15 @@ def test_evocodebench_on_a_mini_tree_per_test_runs(prefect_api, tmp_path, capsys
     source = tmp_path / "Source_Code"
     records = write_mini_tree(tmp_path / "topics")
     (tmp_path / "topics" / "Utilities").rename(source)
+    # a task whose ground truth fails its own (broken) test: --exclude-failing-oracles leaves it out
+    (source / "mini" / "tests" / "test_broken.py").write_text("from mini.util import lo\n\n\ndef test_lo():\n"
+                                                             "    assert lo() == 1\n")
+    lo_line = 6  # `    return 0` in repo_fixtures.MINI_UTIL
+    assert (source / "mini/mini/util.py").read_text().splitlines()[lo_line - 1] == "    return 0"
+    records.append(dict(records[0], namespace="mini.util.lo", signature_position=[lo_line - 1, lo_line - 1],
+                        body_position=[lo_line, lo_line], tests=["tests/test_broken.py::test_lo"]))
     ecb = []
-    for r in records[:2]:
+    for r in records[:2] + records[3:]:
         rec = {k: v for k, v in r.items() if k != "project_path"}
         rec["completion_path"] = rec["completion_path"].removeprefix("Utilities/")
         rec["domain"] = "Utilities"
@@ -90,15 +97,20 @@ def test_evocodebench_on_a_mini_tree_per_test_runs(prefect_api, tmp_path, capsys
     assert main(["run", "--model", "reference", "--tasks", "evocodebench", "--allow_code_execution",
                  "--data-dir", str(tmp_path / "data"), "--output-dir", str(out)]) == 0
     results = json.loads((out / "results.json").read_text())["evocodebench"]
-    assert results["pass@1"] == 1.0 and (results["covered"], results["skipped"]) == (2, 0)
+    assert results["pass@1"] == pytest.approx(2 / 3) and (results["covered"], results["skipped"]) == (3, 0)
+    assert results["failing_by_repository"] == {"mini": 1}
     wrong = tmp_path / "wrong.jsonl"
     wrong.write_text(json.dumps({"namespace": "mini.util.clamp", "completion": "    return x\n"}) + "\n" +
                      json.dumps({"namespace": "mini.util.Box.area", "completion": "        return self.w * self.h\n"})
-                     + "\n")
-    out = tmp_path / "replay"
-    assert main(["run", "--tasks", "evocodebench", "--load_generations_path", str(wrong), "--allow_code_execution",
-                 "--data-dir", str(tmp_path / "data"), "--output-dir", str(out)]) == 0
-    capsys.readouterr()
-    verdicts = {r["task_id"]: r["status"] for r in rows(out, "evocodebench")}
-    assert verdicts == {"mini.util.clamp": "failed", "mini.util.Box.area": "passed"}
+                     + "\n" + json.dumps({"namespace": "mini.util.lo", "completion": "    return 1\n"}) + "\n")
+    for flag, pass1 in (([], 2 / 3), (["--exclude-failing-oracles"], 1 / 2)):
+        out = tmp_path / f"replay{len(flag)}"
+        assert main(["run", "--tasks", "evocodebench", "--load_generations_path", str(wrong), "--allow_code_execution",
+                     "--data-dir", str(tmp_path / "data"), "--output-dir", str(out), *flag]) == 0
+        capsys.readouterr()
+        verdicts = {r["task_id"]: r["status"] for r in rows(out, "evocodebench")}
+        assert verdicts == {"mini.util.clamp": "failed", "mini.util.Box.area": "passed", "mini.util.lo": "passed"}
+        results = json.loads((out / "results.json").read_text())["evocodebench"]
+        assert results["pass@1"] == pytest.approx(pass1)
+        assert results.get("excluded_failing_oracles") == (["mini.util.lo"] if flag else None)
     assert tree_digests(source) == before
