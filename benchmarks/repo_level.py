@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 from codeeval.benchmarks import repo_post
+from codeeval.benchmarks.repo_deps import DependencyRecall
 from codeeval.benchmarks.repo_exec import RepoExecution, RepoPassAtK, ground_truth
 from codeeval.benchmarks.repo_sources import (
     project_root, read_data, read_prompt_elements, source_root_setting,
@@ -150,7 +151,7 @@ def make(name: str) -> TaskSpec:
     return TaskSpec(
         name=name, family=family, load=_loader(family, setting), stop_words=(),
         postprocess=postprocess, reference_solution=ground_truth,
-        metrics=(RepoPassAtK(),), execution=RepoExecution(mode=family),
+        metrics=(RepoPassAtK(), DependencyRecall()), execution=RepoExecution(mode=family),
         prompting=Prompting(instruction=_instruction,
                             fim_parts=_fim_parts if setting == "local_infilling" else None),
         description=f"{family} ({setting}): completions patched into the repository, its tests run",

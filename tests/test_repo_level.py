@@ -68,6 +68,17 @@ def test_journal_restores_the_pristine_bytes_and_refuses_a_dirty_file(tmp_path):
             pass
 
 
+def test_dependency_recall_by_static_analysis(tmp_path):
+    from codeeval.benchmarks.repo_deps import dependencies, recall
+
+    clamp, area, shout = write_mini_tree(tmp_path)
+    assert recall(MINI_UTIL, clamp, "    return max(lo(), min(x, hi))\n") == 1.0
+    assert recall(MINI_UTIL, clamp, "    return max(lo_, min(x, hi))\n") == 0.0
+    assert dependencies(MINI_UTIL, area, "return self.w * self.h") == {"mini.util.Box.w", "mini.util.Box.h"}
+    assert recall(MINI_UTIL, area, "    return self.w *\n") == 0.0  # does not parse
+    assert recall(MINI_UTIL, area, "    pass\n") == 0.0
+
+
 def test_lm_and_gpt_postprocessing_follow_process_completion():
     assert repo_post.extract_lm("\u0407\n    x = 1\n\n    return x\nprint('after')\n") == "    x = 1\n\n    return x"
     answer = ("Sure:\n```python\nimport os\nfrom a import (b,\n    c)\n\ndef clamp(x, lo_, hi):\n"
