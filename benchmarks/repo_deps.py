@@ -42,9 +42,9 @@ def _module_and_class(record: dict) -> tuple[str, Optional[str]]:
 
 def _find(tree: ast.Module, record: dict):
     """(class node or None, function node) of the namespace, by the signature's line."""
-    line = record["signature_position"][0]
+    line, name = record["signature_position"][0], record["namespace"].split(".")[-1]
     for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == record["namespace"].split(".")[-1]:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
             first = min([node.lineno] + [d.lineno for d in node.decorator_list])
             if first <= line <= node.body[0].lineno:
                 owner = next((c for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and node in c.body), None)
@@ -87,7 +87,8 @@ def _module_names(tree: ast.Module, module: str) -> tuple[dict[str, ast.AST], di
                 imported[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                imported[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+                top = alias.name.split(".")[0]
+                imported[alias.asname or top] = alias.name if alias.asname else top
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             defs[node.name] = node

@@ -116,8 +116,8 @@ def test_replay_reads_the_upstream_completion_jsonl(data_dir, tmp_path, monkeypa
     parsed = replay.parse(released, problems)
     assert set(parsed) >= {p.task_id for p in problems} and all(len(parsed[p.task_id]) == 1 for p in problems)
     with gzip.open(released, "rt") as fh:
-        first = json.loads(fh.readline())
-    assert first["namespace"] not in {p.task_id for p in problems} or parsed[first["namespace"]] == [first["completion"]]
+        bodies = {r["namespace"]: r["completion"] for r in map(json.loads, fh)}
+    assert all(parsed[p.task_id] == [bodies[p.task_id]] for p in problems)  # the body as is, no prompt
 
 
 def test_partial_source_tree_loads_the_covered_tasks(data_dir, tmp_path, monkeypatch):
@@ -270,3 +270,25 @@ def test_two_repositories_run_in_parallel_each_serialized(prefect_api, tmp_path,
     a = [(s, e) for p, s, e in spans if p == "Utilities/mini"]
     b = [(s, e) for p, s, e in spans if p == "Text/minitext"]
     assert any(s1 < e2 and s2 < e1 for s1, e1 in a for s2, e2 in b), "the repositories never ran at once"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--tasks", "deveval-local_completion"], "needs deveval/prompt_elements.jsonl"),
+    (["--tasks", "deveval", "--source-code-root", "/nonexistent/Source_Code"], "--source-code-root"),
+    (["--tasks", "evocodebench"], "no evocodebench data"),
+    (["--tasks", "deveval-with_context"], "unknown task"),
+])
+def test_bad_repo_level_input_is_one_line_and_exit_2(data_dir, tmp_path, args, message):
+    done = subprocess.run([sys.executable, "-m", "codeeval", "run", "--model", "reference", "--allow_code_execution",
+                           "--data-dir", str(data_dir), *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "CODEEVAL_CACHE": str(tmp_path)})
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr
+
+
+def test_malformed_record_is_named(tmp_path):
+    from codeeval.errors import UsageError
+
+    write_data(tmp_path, "deveval", [{"namespace": "a.b"}])
+    with pytest.raises(UsageError, match="record 1: missing completion_path"):
+        make("deveval").load(LoadOptions(tmp_path))
