@@ -29,6 +29,9 @@ from codeeval.executors.repo.jobs import recover_project
 SETTINGS = {"evocodebench": ("baseline", "local_completion", "local_infilling"),
             "deveval": ("without_context", "local_completion", "local_infilling")}
 
+# the ks the papers report: DevEval's leaderboard pass/recall@1,3,5,10; EvoCodeBench's @1 and @10
+KS = {"deveval": (1, 3, 5, 10), "evocodebench": (1, 10)}
+
 BASELINE = ("Please complete the {function_name} function in the given Python code.\n\nInput Code:\n```Python\n"
             "{input_code}\n```\n\nCompleted Code:")
 LOCAL_COMPLETION = ("Please complete the {function_name} function based on the contexts above the function.\n\n"
@@ -151,7 +154,7 @@ def make(name: str) -> TaskSpec:
     return TaskSpec(
         name=name, family=family, load=_loader(family, setting), stop_words=(),
         postprocess=postprocess, reference_solution=ground_truth,
-        metrics=(RepoPassAtK(), DependencyRecall()), execution=RepoExecution(mode=family),
+        metrics=(RepoPassAtK(default_ks=KS[family]), DependencyRecall(default_ks=KS[family])), execution=RepoExecution(mode=family),
         prompting=Prompting(instruction=_instruction,
                             fim_parts=_fim_parts if setting == "local_infilling" else None),
         description=f"{family} ({setting}): completions patched into the repository, its tests run",

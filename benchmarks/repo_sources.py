@@ -106,6 +106,9 @@ def _extract(tarball: Path) -> Path:
 def project_root(root: Path, project: str) -> Optional[Path]:
     """The Source_Code root that holds `project` as a folder (extracting its tarball), or None."""
     if (root / project).is_dir():
+        if not os.access(root / project, os.W_OK):
+            raise UsageError(f"{root / project} is not writable: completions are patched into the Source_Code "
+                             "tree in place (copy it, or give the projects as <project>.tar.gz)")
         return root
     tarball = root / f"{project}.tar.gz"
     if tarball.is_file():
