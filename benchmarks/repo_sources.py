@@ -20,6 +20,7 @@ from typing import Optional
 from codeeval.benchmarks.data import read_jsonl
 from codeeval.cache import cache_root
 from codeeval.errors import UsageError
+from codeeval.executors.repo.tree import write_manifest
 
 
 def source_root_setting(family: str, data_dir: Optional[Path], given: Optional[Path] = None) -> Optional[Path]:
@@ -95,6 +96,7 @@ def _extract(tarball: Path) -> Path:
     tmp.mkdir(parents=True)
     with tarfile.open(tarball) as tar:
         tar.extractall(tmp, filter="data")
+    write_manifest(tmp)  # the pristine paths: what tests leave is swept (executors/repo/tree.py)
     (tmp / ".complete").write_text(str(tarball) + "\n")
     try:
         tmp.rename(target)

@@ -145,6 +145,7 @@ def test_mini_repo_verdicts_in_docker(tmp_path, runner, monkeypatch):
         job(clamp, "    return max(lo_, min(x, hi))\n", root, "right-again"),
         job(area, "return self.w * self.h", root, "method", mode="evocodebench"),
         job(shout, "    return s.upper() + '!'\n", root, "other-repo"),
+        job(clamp, "    open('leftover.txt', 'w').write('x')\n    return max(lo_, min(x, hi))\n", root, "litter"),
     ]
     pristine = {r["completion_path"]: sha256((root / r["completion_path"]).read_bytes()) for r in (clamp, shout)}
     calls = []
@@ -157,10 +158,11 @@ def test_mini_repo_verdicts_in_docker(tmp_path, runner, monkeypatch):
     out = {o.key: o for o in RepoRun(Counting("docker", image=runner.image), prefect_lock=False).run(jobs)}
     assert {k: o.status for k, o in out.items()} == {
         "right": "passed", "wrong": "failed", "syntax": "failed", "timeout": "timeout", "empty": "failed",
-        "right-again": "passed", "method": "passed", "other-repo": "passed"}
+        "right-again": "passed", "method": "passed", "other-repo": "passed", "litter": "passed"}
+    assert not (root / "Utilities/mini/leftover.txt").exists()  # what a sample's tests leave is swept
     assert "not run" in out["empty"].detail and "process tree killed" in out["timeout"].detail
     assert out["timeout"].duration_s < 30
-    assert len(calls) == 6  # identical completions ran once; the empty one never ran
+    assert len(calls) == 7  # identical completions ran once; the empty one never ran
     time.sleep(6)  # past the grandchild's 8 s: it died with the container
     assert not (root / "Utilities/mini/late").exists()
     for rel, digest in pristine.items():

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from codeeval.executors.base import FAILED, PASSED, SANDBOX_ERROR, TIMEOUT, Outcome, Program, Progress
+from codeeval.executors.repo import tree
 from codeeval.executors.repo.envs import EnvError, ensure_env
 from codeeval.executors.repo.lock import repo_lock
 from codeeval.executors.repo.patch import Journal, patched_text, sha256
@@ -86,14 +87,17 @@ class RepoRun:
                     progress(len(jobs))
                 return {j.key: Outcome(j.key, ENV_ERROR, False, None, 0.0, detail=str(e)) for j in jobs}
             pristine = {j.file: sha256((root / j.file).read_bytes()) for j in jobs}
+            keep = tree.baseline(root, project)
             done: dict[tuple, Outcome] = {}
             results = {}
             for job in jobs:
                 if job.identity not in done:
+                    tree.sweep(root / project, keep)  # what earlier samples' tests left
                     done[job.identity] = self._run_one(journal, root, env, job, pristine[job.file])
                 results[job.key] = replace(done[job.identity], key=job.key)
                 if progress:
                     progress(1)
+            tree.sweep(root / project, keep)
             return results
 
     def _run_one(self, journal: Journal, root: Path, env: Path, job: RepoJob, pristine: str) -> Outcome:
