@@ -294,3 +294,23 @@ def test_malformed_record_is_named(tmp_path):
     write_data(tmp_path, "deveval", [{"namespace": "a.b"}])
     with pytest.raises(UsageError, match="record 1: missing completion_path"):
         make("deveval").load(LoadOptions(tmp_path))
+
+
+def test_unbuildable_environment_is_env_error_not_a_model_failure(tmp_path, runner, monkeypatch):
+    from codeeval.benchmarks.repo_exec import RepoPassAtK
+    from codeeval.benchmarks.spec import Problem, Sample, Verdict
+
+    monkeypatch.setenv("CODEEVAL_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "Source_Code"
+    clamp, _, shout = write_mini_tree(root)
+    (root / "Utilities/mini/setup.py").write_text("from setuptools import setup\n"
+                                                 "setup(name='mini', install_requires=['pytest==0.0.1'])\n")
+    out = RepoRun(runner, prefect_lock=False).run([job(clamp, "    return x\n", root, "a"),
+                                                   job(shout, "    return s.upper() + '!'\n", root, "b")])
+    assert [o.status for o in out] == ["env_error", "passed"]
+    assert "pytest==0.0.1" in out[0].detail
+    meta = {"skipped": 0, "total": 2, "project": "p"}
+    problems = [Problem(t, i, "", {"codeeval": meta}) for i, t in enumerate(("a", "b"))]
+    samples = [Sample(o.key, 0, "", Verdict(o.status, o.passed)) for o in out]
+    result = RepoPassAtK().compute(problems, samples, [1])
+    assert (result["pass@1"], result["scored"], result["env_error"]) == (1.0, 1, 1)
