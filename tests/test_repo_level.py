@@ -314,3 +314,39 @@ def test_unbuildable_environment_is_env_error_not_a_model_failure(tmp_path, runn
     samples = [Sample(o.key, 0, "", Verdict(o.status, o.passed)) for o in out]
     result = RepoPassAtK().compute(problems, samples, [1])
     assert (result["pass@1"], result["scored"], result["env_error"]) == (1.0, 1, 1)
+
+
+def test_prompts_for_open_chat_and_fim_models(data_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("CODEEVAL_CACHE", str(tmp_path / "cache"))
+    task = make("deveval")
+    problem = next(p for p in task.load(LoadOptions(data_dir)) if p.task_id == "sqlitedict.SqliteDict.get_tablenames")
+    # DevEval's rule: class line, the signature verbatim, "\n\n", the requirement docstring at the indent
+    assert problem.prompt.startswith("class SqliteDict:\n    def get_tablenames(filename):\n\n\n        \"\"\"\n")
+    assert problem.prompt.endswith(":return: List of strings. The names of the tables in the SQLite database.\n"
+                                   "        \"\"\"")
+    instruction, context = task.prompting.instruction(problem)
+    assert instruction == ("Please complete the get_tablenames function in the given Python code.\n\nInput Code:\n"
+                           "```Python\n" + problem.prompt + "\n```\n\nCompleted Code:") and context == ""
+    assert task.prompting.fim_parts is None
+
+    root = tmp_path / "Source_Code"
+    records = write_mini_tree(tmp_path / "topics")
+    (tmp_path / "topics" / "Utilities").rename(root)
+    rec = {k: v for k, v in records[1].items() if k != "project_path"}
+    rec["completion_path"] = rec["completion_path"].removeprefix("Utilities/")
+    write_data(tmp_path / "data", "evocodebench", [rec])
+    (tmp_path / "data/evocodebench/prompt_elements.jsonl").write_text(json.dumps({
+        "namespace": rec["namespace"], "function_name": "area", "class_name": "Box",
+        "input_code": "    def area(self):\n", "contexts_above": "class Box:\n", "contexts_below": "\nX = 1\n"}) + "\n")
+    monkeypatch.setenv("CODEEVAL_EVOCODEBENCH_SOURCE_CODE", str(root))
+    options = LoadOptions(tmp_path / "data")
+    base = make("evocodebench")
+    p = base.load(options)[0]
+    assert p.prompt == "class Box:\n    def area(self):\n"  # the class line for methods
+    fill = make("evocodebench-local_infilling")
+    p = fill.load(options)[0]
+    assert fill.prompting.fim_parts(p) == ("class Box:\n    def area(self):\n", "\nX = 1\n")
+    text = fill.prompting.instruction(p)[0]
+    assert text.startswith("Please complete the area function in the middle of a file.\n\nThe contexts above")
+    assert "The contexts below the function are:\n```Python\n\nX = 1\n\n```" in text
+    assert make("evocodebench-local_completion").load(options)[0].prompt == "class Box:\n    def area(self):\n"
