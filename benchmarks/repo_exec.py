@@ -86,7 +86,14 @@ class RepoExecution(Execution):
         return {t: json.loads(v) for t, v in found.items() if v is not None}
 
     def run(self, programs: Sequence[RepoJob], sandbox, progress: Progress = None) -> list[Outcome]:
-        return RepoRun(runner_for(sandbox), prefect_lock=_in_prefect_run()).run(programs, progress)
+        in_prefect = _in_prefect_run()
+        run = RepoRun(runner_for(sandbox), prefect_lock=in_prefect)
+        outcomes = run.run(programs, progress)
+        if run.restored and in_prefect:  # shown in the Prefect UI beside the shard
+            from prefect import get_run_logger
+
+            get_run_logger().warning("restored from the journal of a killed run: %s", ", ".join(run.restored))
+        return outcomes
 
     def judge(self, problem: Problem, outcome: Outcome, prepared: Any = None) -> Verdict:
         subsets = {} if prepared is None else {"oracle": bool(prepared)}
