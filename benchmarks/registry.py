@@ -8,14 +8,14 @@ import re
 from typing import Callable
 
 from codeeval.benchmarks import (apps, code_to_text, codesembench, ds1000, evalplus, humaneval, mbpp, multiple,
-                                 pal, ruhumaneval, text_to_code)
+                                 pal, repo_level, ruhumaneval, text_to_code)
 from codeeval.benchmarks.spec import TaskSpec
 from codeeval.errors import UsageError
 
 Factory = Callable[[str], TaskSpec]
 
 FAMILIES = (humaneval, mbpp, evalplus, pal, text_to_code, code_to_text, ruhumaneval, codesembench, apps, ds1000,
-            multiple)
+            multiple, repo_level)
 
 TASKS: dict[str, Factory] = {name: family.make for family in FAMILIES for name in family.TASK_NAMES}
 

@@ -32,6 +32,11 @@ class Problem:
 @dataclass(frozen=True)
 class LoadOptions:
     data_dir: Optional[Path] = None  # local copies in upstream format; None = HF datasets (or a packaged copy)
+    # repo-level tasks: the Source_Code / Dependency_Data trees (None: env or <data_dir>/<family>/...),
+    # and whether the ground truths run first so that the tasks they fail leave the score
+    source_code_root: Optional[Path] = None
+    dependency_data_root: Optional[Path] = None
+    exclude_failing_oracles: bool = False
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,9 @@ class Execution(abc.ABC):
     what it returns per task_id reaches `build` and `judge` as `prepared`."""
 
     runtime: str = "python"  # which sandbox image and runner executes the job
+    # True: the task's execution shards may run at once (each serializes what it must itself:
+    # repo-level shards take their repository's lock); False: one after another
+    concurrent_shards: bool = False
 
     def shard_key(self, problem: Problem) -> Optional[str]:
         """Problems whose keys differ never share a shard (repo-level: one repository per
@@ -72,6 +80,11 @@ class Execution(abc.ABC):
     @abc.abstractmethod
     def build(self, problem: Problem, completion: str, prepared: Any = None) -> Program:
         """The job for one sample; its `key` is set by the execute stage."""
+
+    def run(self, programs: Sequence[Program], sandbox, progress=None) -> list[Outcome]:
+        """Run the shard's jobs. Default: the sandbox runs them as programs; the repo-level
+        execution patches repositories instead (benchmarks/repo_exec.py)."""
+        return sandbox.run(programs, progress)
 
     def judge(self, problem: Problem, outcome: Outcome, prepared: Any = None) -> Verdict:
         return exit_verdict(outcome)

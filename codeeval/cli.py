@@ -90,6 +90,13 @@ def _run_parser(sub) -> argparse.ArgumentParser:
     o.add_argument("--shard_size", type=int, default=64, help="problems per shard")
     o.add_argument("--infra_retries", type=int, default=2,
                    help="retries of a shard failed by the sandbox, engine or network (a model error: none)")
+    r = p.add_argument_group("repo-level tasks (evocodebench, deveval)")
+    r.add_argument("--source-code-root", "--source_code_root", dest="source_code_root", default=None,
+                   help="the benchmark's Source_Code tree (default <data-dir>/<family>/Source_Code)")
+    r.add_argument("--dependency-data-root", "--dependency_data_root", dest="dependency_data_root", default=None,
+                   help="the benchmark's Dependency_Data tree (Recall@k)")
+    r.add_argument("--exclude-failing-oracles", "--exclude_failing_oracles", dest="exclude_failing_oracles",
+                   action="store_true", help="run the ground truths first and leave out the tasks they fail")
     return p
 
 
@@ -139,6 +146,8 @@ def config_from_args(args: argparse.Namespace):
         save_generations_path=args.save_generations_path, metric_output_path=args.metric_output_path,
         output_dir=args.output_dir, data_dir=args.data_dir, executor=args.executor, n_workers=args.n_workers,
         memory_mb=args.memory_mb, shard_size=args.shard_size, infra_retries=args.infra_retries,
+        source_code_root=args.source_code_root, dependency_data_root=args.dependency_data_root,
+        exclude_failing_oracles=args.exclude_failing_oracles,
     )
 
 

@@ -43,6 +43,11 @@ class RunConfig:
     # execute-shard deployments on the gpu / cpu work pools), "auto" (deployments when this run
     # came from a deployment and they exist; flows/stages.py)
     stages: str = "auto"
+    # repo-level tasks (LoadOptions): the Source_Code and Dependency_Data trees, and whether the
+    # ground truths run first so that the tasks they fail are left out of the score
+    source_code_root: Optional[str] = None
+    dependency_data_root: Optional[str] = None
+    exclude_failing_oracles: bool = False
 
     @property
     def backend_kind(self) -> str:
@@ -57,7 +62,8 @@ class RunConfig:
         """Same inputs, same id: a repeated command reuses its run directory and shards."""
         slug = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(self.model).name or self.model)[:40]
         key = digest(self.model, sorted(self.tasks), self.generation, self.backend_kind, self.backend_options,
-                     self.limit, self.limit_start, self.load_generations_path)
+                     self.limit, self.limit_start, self.load_generations_path,
+                     *([True] if self.exclude_failing_oracles else []))
         return f"{slug}-{key[:10]}"
 
     @property

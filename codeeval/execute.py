@@ -28,7 +28,7 @@ def execute_rows(task: TaskSpec, problems: Sequence[Problem], generations: Seque
     by_id = {p.task_id: p for p in problems}
     shard = [by_id[t] for t in dict.fromkeys(g["task_id"] for g in generations)]
     prepared = dict(task.execution.prepare(shard, sandbox))
-    outcomes = sandbox.run(build_programs(task, problems, generations, prepared), progress)
+    outcomes = task.execution.run(build_programs(task, problems, generations, prepared), sandbox, progress)
     rows = []
     for g, outcome in zip(generations, outcomes):
         verdict = task.execution.judge(by_id[g["task_id"]], outcome, prepared.get(g["task_id"]))

@@ -24,7 +24,9 @@ class SandboxSpec:
 def open_sandbox(spec: SandboxSpec) -> Sandbox:
     module, _, cls = SANDBOXES[spec.name].partition(":")
     sandbox_cls = getattr(importlib.import_module(f"codeeval.executors.{module}"), cls)
-    if spec.runtime == "python":
+    from codeeval.executors.images import PYTHON_RUNTIMES
+
+    if spec.runtime in PYTHON_RUNTIMES:
         return sandbox_cls(n_workers=spec.n_workers, limits=spec.limits)
     if spec.name != "docker":
         from codeeval.errors import UsageError

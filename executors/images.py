@@ -31,6 +31,10 @@ MULTIPLE_SERVER_FILES = ("containers/multiple/build.sh", "executors/runner.py", 
                          "executors/docker_server.py")
 
 
+# Runtimes whose jobs run in the python image (repo: a repository's tests, the repository mounted).
+PYTHON_RUNTIMES = frozenset({"python", "repo"})
+
+
 class RuntimeUnavailable(LookupError):
     """A runtime no image provides (Julia: no Debian package, no offline installer)."""
 
@@ -79,7 +83,7 @@ def multiple_image(suite: str) -> str:
 def runtime_image(runtime: str) -> str:
     """The image of an Execution.runtime: `python`, `ds1000`, or `multiple-<lang>` (Swift: trixie;
     the rest: bookworm)."""
-    if runtime == "python":
+    if runtime in PYTHON_RUNTIMES:
         return python_image()
     if runtime == "ds1000":
         return ds1000_image()

@@ -2,12 +2,14 @@
 
 Generation shards are dealt round-robin over the visible devices (one model per device,
 no `accelerate launch` needed) and run one after another on each; execution shards run
-one after another (one sandbox pool). The chains overlap: shard i executes while shard
+one after another (one sandbox pool), except a task whose execution serializes itself
+(`Execution.concurrent_shards`: repo-level, one lock per repository). The chains overlap: shard i executes while shard
 i+1 generates. Every shard is a named task run whose cache key hashes its inputs
 (problems, model, generation args, code version): a re-run skips finished shards.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from prefect import allow_failure, flow, get_run_logger
@@ -29,6 +31,15 @@ from codeeval.tasks.shards import KEPT, SKIPPED, execute_shard, generate_shard, 
 
 def _after(previous) -> list:
     return [allow_failure(previous)] if previous is not None else []
+
+
+def _exec_lanes(name: str, config: RunConfig) -> int:
+    """How many of a task's execution shards may run at once: one (a chain), or one per worker
+    for an execution that serializes itself (repo-level: a lock per repository)."""
+    execution = get_task(name).execution
+    if execution is None or not execution.concurrent_shards:
+        return 1
+    return max(1, config.n_workers or os.cpu_count() or 1)
 
 
 def _cached(future) -> bool:
@@ -91,12 +102,13 @@ def _evaluate(config: RunConfig) -> dict:
     gens, execs, scores = {}, {}, {}
     runs: dict = {}  # task run name -> future, every shard and score
     last_gen: list = [None] * len(device_specs)  # one chain of generation shards per device
-    last_exec = None
+    last_exec: list = []  # the execution shards the next task's shards wait for
     for name in config.tasks:
         plans[name] = plan = loads[name].result()
         rows = artifacts.read_rows(Path(plan.problems_path))
         inputs = backend_class(backend.kind).input_fingerprint(backend, get_task(name))
         gens[name], execs[name] = [], []
+        lanes = [list(last_exec) for _ in range(_exec_lanes(name, config))]
         for i, (start, stop) in enumerate(plan.shards):
             shard_rows = [(r["task_id"], r["prompt"], r["record"], r["n_samples"]) for r in rows[start:stop]]
             gen_path = layout.generations(name, i)
@@ -121,16 +133,19 @@ def _evaluate(config: RunConfig) -> dict:
             exec_key = digest("execute", version, name, sandbox.name, sandbox.limits, str(exec_path))
             run_name = f"execute-{name}-shard-{i:03d}"
             if remote:
-                last_exec = runs[run_name] = remote_shard.with_options(task_run_name=run_name).submit(
+                future = runs[run_name] = remote_shard.with_options(task_run_name=run_name).submit(
                     EXECUTE, run_name, dict(run_name=run_name, name=name, problems_path=plan.problems_path,
                                             sandbox=sandbox, out_path=str(exec_path), cache_key=exec_key,
                                             **remote_retries), exec_key, allow_failure(gen))
             else:
-                last_exec = runs[run_name] = execute_shard.with_options(
+                lane = i % len(lanes)
+                future = runs[run_name] = execute_shard.with_options(
                     task_run_name=run_name, refresh_cache=not exec_path.exists(), **retries,
                 ).submit(name, plan.problems_path, allow_failure(gen), sandbox, str(exec_path), exec_key,
-                         wait_for=_after(last_exec))
-            execs[name].append(last_exec)
+                         wait_for=[allow_failure(f) for f in lanes[lane]])
+                lanes[lane] = [future]
+            execs[name].append(future)
+        last_exec = list({id(f): f for lane in lanes for f in lane}.values())
         if not config.generation_only:
             scores[name] = runs[f"score-{name}"] = score_task.with_options(task_run_name=f"score-{name}").submit(
                 name, plan.problems_path, list(map(allow_failure, gens[name])), list(map(allow_failure, execs[name])),

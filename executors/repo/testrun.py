@@ -1,0 +1,95 @@
+"""Running a repository's tests: in the execution image with the repository mounted (Docker),
+or as a host process (local, development only). Both go through guard.py, which enforces the
+reference's time limit and kills the whole process tree."""
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+GUARD = Path(__file__).with_name("guard.py")
+TIMED_OUT = 124
+TAIL = 2048
+
+
+@dataclass(frozen=True)
+class TestRun:
+    __test__ = False  # not a pytest test class
+    exit_code: Optional[int]
+    timed_out: bool
+    duration_s: float
+    output: str  # stdout and stderr, merged, the tail
+
+
+@dataclass(frozen=True)
+class TestRunner:
+    """How test commands run. `kind`: "docker" or "local"."""
+
+    __test__ = False
+
+    kind: str = "docker"
+    image: str = ""
+    memory_mb: int = 5120  # EvoCodeBench's 5 GB RSS check, as the container's memory limit
+    pids: int = 512
+    docker: tuple[str, ...] = ("docker",)
+
+    def run(self, project_dir: Path, project_path: str, env_dir: Path, args: Sequence[str],
+            timeout_s: float) -> TestRun:
+        """`python -m pytest ARGS` with cwd = the project, the environment on PYTHONPATH."""
+        pytest = ["-m", "pytest", "-p", "no:cacheprovider", *args]
+        if self.kind == "local":
+            env = {**os.environ, "PYTHONPATH": str(env_dir), "PYTHONDONTWRITEBYTECODE": "1"}
+            cmd = ["python3", "-B", str(GUARD), str(timeout_s), "python3", *pytest]
+            return _run(cmd, project_dir, env, timeout_s, None)
+        name = f"codeeval-repo-{uuid.uuid4().hex[:12]}"
+        workdir = f"/src/{project_path}"
+        from codeeval.executors.docker_sandbox import LABEL, OWNER_LABEL, _owner_id
+
+        # the sandbox's labels: any codeeval run's sweep removes it once this process is gone
+        cmd = [*self.docker, "run", "-i", "--rm", "--name", name, "--label", f"{LABEL}=repo",
+               "--label", f"{OWNER_LABEL}={_owner_id()}",
+               "--network", "none", "--read-only", "--tmpfs", "/tmp:rw,exec,size=512m",
+               "--memory", f"{self.memory_mb}m", "--memory-swap", f"{self.memory_mb}m",
+               "--pids-limit", str(self.pids), "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+               "--user", f"{os.getuid()}:{os.getgid()}",
+               "-e", "HOME=/tmp", "-e", "PYTHONPATH=/env", "-e", "PYTHONDONTWRITEBYTECODE=1",
+               "-v", f"{env_dir}:/env:ro", "-v", f"{GUARD}:/opt/codeeval-repo/guard.py:ro",
+               "-v", f"{project_dir}:{workdir}", "-w", workdir,
+               self.image, "python3", "-B", "/opt/codeeval-repo/guard.py", str(timeout_s), "python3", *pytest]
+        return _run(cmd, None, None, timeout_s, [*self.docker, "rm", "-f", name])
+
+
+def _run(cmd: list[str], cwd: Optional[Path], env: Optional[dict], timeout_s: float,
+         kill: Optional[list[str]]) -> TestRun:
+    started = time.monotonic()
+    # stdin stays open while the tests run: guard.py kills everything when it closes (we died)
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stdout.read(65536), b"")), daemon=True)
+    reader.start()
+    try:
+        # guard.py enforces timeout_s; this backstop only catches a runner that hangs itself
+        code = proc.wait(timeout=timeout_s + 60)
+    except subprocess.TimeoutExpired:
+        if kill:
+            subprocess.run(kill, capture_output=True)
+        os.killpg(proc.pid, 9)
+        proc.wait()
+        code = None
+    finally:
+        proc.stdin.close()
+    reader.join(10)
+    out = _tail(b"".join(chunks))
+    if code is None:
+        return TestRun(None, True, time.monotonic() - started, out + "\ncodeeval: runner backstop expired")
+    return TestRun(code, code == TIMED_OUT, time.monotonic() - started, out)
+
+
+def _tail(data: bytes) -> str:
+    return data[-TAIL:].decode("utf-8", "replace")

@@ -1,0 +1,110 @@
+"""Synthetic mini repositories in the upstream layout (Source_Code/<topic>/<project>/..., a
+data.jsonl with body positions and pytest node ids), written by the tests."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+MINI_UTIL = '''"""Mini utilities."""
+import time
+
+
+def lo():
+    return 0
+
+
+def clamp(x, lo_, hi):
+    """Clamp x to [lo_, hi]."""
+    if x < lo_:
+        return lo_
+    return min(x, hi)
+
+
+class Box:
+    def __init__(self, w, h):
+        self.w = w
+        self.h = h
+
+    def area(self):
+        return self.w * self.h
+'''
+
+MINI_TESTS = '''import time
+
+from mini.util import Box, clamp
+
+
+def test_clamp():
+    assert clamp(5, 0, 3) == 3
+    assert clamp(-1, 0, 3) == 0
+    assert clamp(2, 0, 3) == 2
+
+
+def test_area():
+    time.sleep({sleep})
+    assert Box(2, 3).area() == 6
+'''
+
+TEXT_UTIL = '''def shout(s):
+    return s.upper() + "!"
+'''
+
+TEXT_TESTS = '''import time
+
+from minitext.words import shout
+
+
+def test_shout():
+    time.sleep({sleep})
+    assert shout("hi") == "HI!"
+'''
+
+
+def _span(text: str, first: str, last: str) -> tuple[int, int]:
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.strip() == first) + 1
+    end = next(i for i in range(start - 1, len(lines)) if lines[i].strip() == last) + 1
+    return start, end
+
+
+def write_mini_tree(root: Path, sleep: float = 0.0) -> list[dict]:
+    """Source_Code with Utilities/mini and Text/minitext; returns the DevEval data.jsonl records."""
+    mini = root / "Utilities" / "mini"
+    (mini / "mini").mkdir(parents=True)
+    (mini / "tests").mkdir()
+    (mini / "mini" / "__init__.py").write_text("")
+    (mini / "mini" / "util.py").write_text(MINI_UTIL)
+    (mini / "tests" / "test_util.py").write_text(MINI_TESTS.format(sleep=sleep))
+    (mini / "setup.py").write_text("from setuptools import setup\nsetup(name='mini', install_requires=[])\n")
+    text = root / "Text" / "minitext"
+    (text / "minitext").mkdir(parents=True)
+    (text / "tests").mkdir()
+    (text / "minitext" / "__init__.py").write_text("")
+    (text / "minitext" / "words.py").write_text(TEXT_UTIL)
+    (text / "tests" / "test_words.py").write_text(TEXT_TESTS.format(sleep=sleep))
+    req = {"Functionality": "Do it.", "Arguments": ":return: a value."}
+    clamp_sig = _span(MINI_UTIL, "def clamp(x, lo_, hi):", "def clamp(x, lo_, hi):")
+    area_sig = _span(MINI_UTIL, "def area(self):", "def area(self):")
+    shout_sig = _span(TEXT_UTIL, "def shout(s):", "def shout(s):")
+    return [
+        {"namespace": "mini.util.clamp", "type": "function", "project_path": "Utilities/mini",
+         "completion_path": "Utilities/mini/mini/util.py", "signature_position": list(clamp_sig),
+         "body_position": list(_span(MINI_UTIL, "if x < lo_:", "return min(x, hi)")),
+         "dependency": {"intra_class": [], "intra_file": ["mini.util.lo"], "cross_file": []},
+         "requirement": req, "tests": ["tests/test_util.py::test_clamp"], "indent": 4},
+        {"namespace": "mini.util.Box.area", "type": "method", "project_path": "Utilities/mini",
+         "completion_path": "Utilities/mini/mini/util.py", "signature_position": list(area_sig),
+         "body_position": list(_span(MINI_UTIL, "return self.w * self.h", "return self.w * self.h")),
+         "dependency": {"intra_class": ["mini.util.Box.w", "mini.util.Box.h"], "intra_file": [], "cross_file": []},
+         "requirement": req, "tests": ["tests/test_util.py::test_area"], "indent": 8},
+        {"namespace": "minitext.words.shout", "type": "function", "project_path": "Text/minitext",
+         "completion_path": "Text/minitext/minitext/words.py", "signature_position": list(shout_sig),
+         "body_position": [shout_sig[1] + 1, shout_sig[1] + 1],
+         "dependency": {"intra_class": [], "intra_file": [], "cross_file": []},
+         "requirement": req, "tests": ["tests/test_words.py::test_shout"], "indent": 4},
+    ]
+
+
+def write_data(data_dir: Path, family: str, records: list[dict]) -> None:
+    (data_dir / family).mkdir(parents=True, exist_ok=True)
+    (data_dir / family / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
