@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: venv engine images images-ds1000 smollm2 demo test clean prefect-server chromium
+.PHONY: venv engine images images-python images-ds1000 smollm2 demo test clean prefect-server chromium
 
 $(BIN)/codeeval: pyproject.toml constraints.txt scripts/setup-venv.sh
 	bash scripts/setup-venv.sh $(VENV)
@@ -16,9 +16,12 @@ engine:
 	bash scripts/ensure-docker.sh
 
 # The execution images, built offline; a no-op when the recipe's tag exists (MultiPL-E's two: ~7 min once).
-images: venv engine
-	bash containers/build.sh
+images: images-python
 	bash containers/multiple/build.sh
+
+# The Python sandbox image alone (what `make demo` needs).
+images-python: venv engine
+	bash containers/build.sh
 
 # DS-1000's image (numpy, scipy, pandas, scikit-learn, matplotlib, torch CPU; about 1 GB): only on
 # demand, so that the default set-up stays fast; the DS-1000 tests build it themselves.
@@ -37,7 +40,7 @@ chromium:
 prefect-server: venv
 	bash scripts/prefect-server.sh
 
-demo: venv images smollm2
+demo: venv images-python smollm2
 	bash scripts/demo.sh
 
 test: venv images smollm2 chromium
