@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+# Upstream-format data (DS-1000's test_code.py files) and attack programs, not tests of ours.
+collect_ignore = ["fixtures", "adversarial"]
+
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 
