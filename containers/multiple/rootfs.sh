@@ -17,10 +17,13 @@ debootstrap --variant=minbase --include=python3 "$suite" "$rootfs" "$mirror"
 printf '#!/bin/sh\nexit 101\n' >"$rootfs/usr/sbin/policy-rc.d"; chmod +x "$rootfs/usr/sbin/policy-rc.d"
 cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
 mount -t proc proc "$rootfs/proc"
-chroot "$rootfs" env DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 apt-get update -qq
-chroot "$rootfs" env DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 \
-    apt-get install -y -qq --no-install-recommends "${pkgs[@]}"
-chroot "$rootfs" apt-get clean
+# A clean environment inside the chroot: the host's TMPDIR or HOME (CI points them into the
+# checkout) do not exist there, and maintainer scripts (ca-certificates) fail on them.
+in_root() { chroot "$rootfs" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TMPDIR=/tmp \
+    DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 "$@"; }
+in_root apt-get update -qq
+in_root apt-get install -y -qq --no-install-recommends "${pkgs[@]}"
+in_root apt-get clean
 umount "$rootfs/proc"
 rm -f "$rootfs/usr/sbin/policy-rc.d" "$rootfs/etc/resolv.conf"
 
