@@ -110,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = sub.add_parser("inspect", help="a run's failed shards and failing samples, from its files "
                                              "(what the Prefect UI's artifacts show)")
     inspect.add_argument("run", help="run directory, or a run id under runs/")
+    night = sub.add_parser("nightly", help="the nightly-leaderboard flow once, on this machine "
+                                           "(what the scheduled deployment runs on a server)")
+    night.add_argument("models_file", help="models.yaml (see docs/deployment.md)")
+    night.add_argument("--output-dir", default="leaderboard", help="leaderboard.parquet, index.html, history/")
+    night.add_argument("--runs-dir", default="runs", help="each model's run directory (finished shards reused)")
     return parser
 
 
@@ -210,6 +215,33 @@ def run(config, phases: Phases) -> Optional[dict]:
             return results
         finally:
             POOL.close()
+
+
+def nightly(models_file: str, output_dir: str, runs_dir: str) -> int:
+    """The nightly flow on a private API, as `run` does; the models file is checked first."""
+    from pathlib import Path
+
+    from codeeval import nightly as library
+    from codeeval import prefect_api
+
+    prefect_environment()
+    from codeeval.plan import check
+
+    for config in library.load_models(Path(models_file), Path(runs_dir)):
+        check(config)  # a bad file or task fails in a second, before the API boots
+    with prefect_api.api_for_run() as server:
+        from codeeval.flows.nightly import nightly_leaderboard
+
+        if server is not None:
+            try:
+                server.wait_ready()
+            except RuntimeError as exc:
+                raise RunFailed(str(exc)) from None
+        with prefect_api.run_settings(server):
+            result = nightly_leaderboard(models_file, output_dir=output_dir, runs_dir=runs_dir)
+    print(f"leaderboard: {result['rows']} rows, {len(result['changes'])} changes since the previous night; "
+          f"{result['html']}")
+    return 0
 
 
 def inspect_run(run: str) -> int:
@@ -324,6 +356,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         if args.command == "inspect":
             return inspect_run(args.run)
+        if args.command == "nightly":
+            return nightly(args.models_file, args.output_dir, args.runs_dir)
         results = run(config_from_args(args), phases)
     except UsageError as exc:
         print(f"codeeval: error: {exc}", file=sys.stderr)

@@ -129,3 +129,29 @@ def test_the_leaderboard_page_in_headless_chromium(nights, tmp_path):
     assert bars == [("reference", "1"), ("weak-model", "0"), ("reference", "1")]
     dom = chromium("--dump-dom", board.as_uri() + "#sort=1-desc", cwd=tmp_path)
     assert re.findall(r"<tr><td>([^<]+)</td>", dom[dom.index("<tbody>"):]) == ["reference", "weak-model"]
+
+
+def codeeval(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "codeeval", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=600)
+
+
+def test_the_nightly_command_runs_the_flow_on_this_machine(prefect_api, data_dir, tmp_path):
+    """`codeeval nightly models.yaml`: the laptop form of the scheduled deployment; the second
+    night prints no changes; a malformed file is one line, exit 2, before any API starts."""
+    models = tmp_path / "models.yaml"
+    models.write_text(f"defaults: {{data_dir: {data_dir}, allow_code_execution: true, executor: local, limit: 2}}\n"
+                      "models:\n  - model: reference\n    tasks: [humaneval]\n")
+    first = codeeval("nightly", str(models), "--output-dir", "board", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "leaderboard: 1 rows, 1 changes since the previous night" in first.stdout
+    rows = pq.read_table(tmp_path / "board" / "leaderboard.parquet").to_pylist()
+    assert [(r["model"], r["task"], r["value"]) for r in rows] == [("reference", "humaneval", 1.0)]
+    second = codeeval("nightly", str(models), "--output-dir", "board", cwd=tmp_path)
+    assert second.returncode == 0 and "1 rows, 0 changes" in second.stdout, second.stderr[-2000:]
+
+    models.write_text("models:\n  - model: reference\n    tasks: [no-such-task]\n")
+    bad = codeeval("nightly", str(models), cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no-such-task" in bad.stderr, bad.stderr
