@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 Clock = Callable[[], float]
 
@@ -196,15 +196,10 @@ def _queued(member: Callable[[int, list], bool]) -> Clock:
     def read() -> float:
         nonlocal highest
         waited = 0
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
+        for pid, _ in _members(member):
             try:
-                with open(f"/proc/{name}/stat", "rb") as fh:
-                    if not member(int(name), fh.read().rsplit(b")", 1)[1].split()):
-                        continue
-                for tid in os.listdir(f"/proc/{name}/task"):
-                    with open(f"/proc/{name}/task/{tid}/schedstat", "rb") as fh:
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as fh:
                         waited += int(fh.read().split()[1])
             except (OSError, IndexError, ValueError):
                 continue  # gone meanwhile, or no schedstat
@@ -271,10 +266,9 @@ def _cgroup_quota() -> Optional[float]:
     return None
 
 
-def _proc_sum(member: Callable[[int, list], bool]) -> float:
-    """utime + stime + cutime + cstime, in seconds, of the processes in /proc that are
-    members (fields: /proc/<pid>/stat after the command name; [2] is the process group)."""
-    ticks = 0
+def _members(member: Callable[[int, list], bool]) -> Iterator[tuple[int, list]]:
+    """(pid, fields) of the processes in /proc that are members (fields: /proc/<pid>/stat
+    after the command name; [2] is the process group); one that is gone meanwhile is left out."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -282,9 +276,14 @@ def _proc_sum(member: Callable[[int, list], bool]) -> float:
             with open(f"/proc/{name}/stat", "rb") as fh:
                 fields = fh.read().rsplit(b")", 1)[1].split()
         except (OSError, IndexError):
-            continue  # gone meanwhile
+            continue
         if member(int(name), fields):
-            ticks += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+            yield int(name), fields
+
+
+def _proc_sum(member: Callable[[int, list], bool]) -> float:
+    """utime + stime + cutime + cstime, in seconds, of the member processes."""
+    ticks = sum(int(f[11]) + int(f[12]) + int(f[13]) + int(f[14]) for _, f in _members(member))
     return ticks / _TICK
 
 
