@@ -13,16 +13,16 @@ from __future__ import annotations
 import json
 import pickle
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from codeeval.benchmarks.harness_text import harness_text
 from codeeval.benchmarks.mbppplus_inputs import deserialize
 from codeeval.benchmarks.spec import Execution, Problem, Verdict
 from codeeval.cache import cache_file, read_cached, write_cached
 from codeeval.executors.base import FAILED, PASSED, SANDBOX_ERROR, TIMEOUT, Outcome, Program
 from codeeval.fingerprint import digest
 
-HARNESS = (Path(__file__).parent / "harness" / "evalplus.py").read_text(encoding="utf-8")
+HARNESS = harness_text("evalplus")
 GROUPS = ("base", "plus")
 MIN_TIME_LIMIT_S, TIME_LIMIT_FACTOR, GROUP_CAP_S = 4.0, 4.0, 60.0  # evalplus/config.py and untrusted_check
 TRUTH_TIMEOUT_S = 120.0

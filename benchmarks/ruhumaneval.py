@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from codeeval.benchmarks.data import read_jsonl
+from codeeval.benchmarks.harness_text import harness_text
 from codeeval.benchmarks.spec import Execution, LoadOptions, Problem, Prompting, TaskSpec, Verdict
 from codeeval.benchmarks.text import cut_at_stop
 from codeeval.errors import UsageError
@@ -31,7 +32,7 @@ from codeeval.metrics import PassAtK
 
 HF_DATASET = "MERA-evaluation/MERA"
 STOP_WORDS = ("\nclass", "\ndef", "\n#", "\nif", "\nprint")
-HARNESS = (Path(__file__).parent / "harness" / "ruhumaneval.py").read_text(encoding="utf-8")
+HARNESS = harness_text("ruhumaneval")
 EXEC_LIMIT_S = 3.0  # MERA's alarm around exec(program)
 TIMEOUT_S = 4.0  # MERA's join(timeout + 1): past it the sample's result is "timed out"
 KS = (1, 5, 10)  # MERA draws n = 10 samples per problem

@@ -28,6 +28,8 @@ import json
 import os
 import signal
 
+from quiet_io import swallowed as swallow_io  # inlined when shipped (benchmarks/harness_text.py)
+
 MERA_MODULE = '''
 def unsafe_execute(check_program, test_cases, entry_point, result, timeout):
     import os
@@ -63,32 +65,6 @@ MERA_FUNCTIONS = ("process_results", "ruHumanEvalScoring", "preprocess_generatio
 
 class TimeoutException(Exception):
     pass
-
-
-class _Sink(io.StringIO):
-    """Swallows output; reading raises (MERA's WriteOnlyStringIO)."""
-
-    def read(self, *args, **kwargs):
-        raise OSError
-
-    readline = readlines = read
-
-    def readable(self, *args, **kwargs):
-        return False
-
-
-@contextlib.contextmanager
-def swallow_io():
-    import sys
-
-    sink = _Sink()
-    saved = sys.stdin
-    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-        sys.stdin = sink
-        try:
-            yield
-        finally:
-            sys.stdin = saved
 
 
 @contextlib.contextmanager
