@@ -18,21 +18,15 @@
 #      CODEEVAL_WHEELS (wheel cache, default .cache/wheels), PYTHON (host python for pip and tags).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+RECIPE=containers/build.sh; source containers/lib.sh; source containers/server_layer.sh
 root=$(pwd)
-
-say() { echo "containers/build.sh: $*" >&2; }
-die() { say "ERROR: $*"; exit 1; }
-
-if [ -z "${PYTHON:-}" ]; then
-    if [ -x "$root/.venv/bin/python" ]; then PYTHON=$root/.venv/bin/python; else PYTHON=python3; fi
-fi
+PYTHON=$(host_python)
 command -v docker >/dev/null 2>&1 || die "docker not found: run 'make engine' (scripts/ensure-docker.sh) first."
 docker info >/dev/null 2>&1 || die "the Docker engine does not answer: run 'make engine' (scripts/ensure-docker.sh) first."
 
 base=$("$PYTHON" executors/images.py base)
 packages=$("$PYTHON" executors/images.py packages)
 image=$("$PYTHON" executors/images.py python)
-exists() { docker image inspect "$1" >/dev/null 2>&1; }
 
 if exists "$image"; then
     say "$image is up to date."
@@ -48,13 +42,7 @@ started=$(date +%s)
 if exists "$base"; then
     say "$base exists."
 else
-    [ "$(id -u)" = 0 ] || die "building $base needs root (debootstrap); run 'sudo make images'."
-    if ! command -v debootstrap >/dev/null 2>&1; then
-        say "installing Debian's debootstrap (apt-get update && apt-get install debootstrap) ..."
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || die "apt-get update failed"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null \
-            || die "apt-get install debootstrap failed"
-    fi
+    need_debootstrap "$base"
     say "debootstrap bookworm (minbase + python3) into $build/rootfs, docker import -> $base (about a minute) ..."
     bash containers/base/rootfs.sh "$build" "$base" >"$build/debootstrap.log" 2>&1 \
         || { tail -n 20 "$build/debootstrap.log" >&2; die "building $base failed (log: $build/debootstrap.log)"; }
@@ -71,26 +59,8 @@ else
 fi
 
 # ---- python image (the sandbox server) ----------------------------------------------
-tmp=codeeval-build-$$
-trap 'docker rm -f "$tmp" >/dev/null 2>&1 || true' EXIT
-stage=$build/server
-rm -rf "$stage"
-mkdir -p "$stage/opt/codeeval"
-cp executors/runner.py executors/cputime.py executors/docker_server.py "$stage/opt/codeeval/"
-docker create --name "$tmp" --network none "$packages" \
-    python3 -m compileall -q /opt/codeeval >/dev/null
-docker cp "$stage/." "$tmp:/"
-docker start -a "$tmp" >/dev/null || die "byte-compiling the server failed"
-say "docker commit -> $image"
-docker commit \
-    --change 'USER 10000:10000' \
-    --change 'WORKDIR /tmp' \
-    --change 'ENV PYTHONDONTWRITEBYTECODE=1' \
-    --change "LABEL codeeval.recipe=$image" \
-    --change 'CMD ["python3", "-I", "/opt/codeeval/docker_server.py"]' \
-    "$tmp" "$image" >/dev/null
-docker rm -f "$tmp" >/dev/null
-rm -rf "$stage"
+rm -rf "$build/server"
+server_layer "$packages" "$build/server" "$image" ""
 docker run --rm --network none --read-only --tmpfs /tmp "$image" \
     python3 -c 'import numpy, pandas, scipy, sklearn, matplotlib, sympy; import sys; sys.path.insert(0, "/opt/codeeval"); import docker_server' \
     || die "the new image cannot import its packages or its server"

@@ -18,17 +18,16 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository (editable install)
 
 # Files whose bytes define each image (all of its build steps), relative to the repository root. Three layers, so
 # that a change to the server rebuilds in seconds, not the packages (~1 min) or the base.
-BASE_FILES = ("containers/base/rootfs.sh",)
+BASE_FILES = ("containers/base/rootfs.sh", "containers/lib.sh")
 PACKAGES_FILES = ("containers/python/requirements.txt", "containers/python/stage.sh")
-PYTHON_FILES = ("containers/build.sh", "executors/runner.py", "executors/cputime.py", "executors/docker_server.py")
+SERVER_FILES = ("containers/server_layer.sh", "executors/runner.py", "executors/cputime.py", "executors/docker_server.py")
+PYTHON_FILES = ("containers/build.sh", *SERVER_FILES)
 # The DS-1000 image: the base + the data-science stack (torch CPU) + the same server; built on demand only.
-DS1000_FILES = ("containers/ds1000/requirements.txt", "containers/ds1000/build.sh", "executors/runner.py",
-                "executors/cputime.py", "executors/docker_server.py")
+DS1000_FILES = ("containers/ds1000/requirements.txt", "containers/ds1000/build.sh", *SERVER_FILES)
 # MultiPL-E: Debian toolchains (bookworm for 20 languages, trixie for Swift), then the same sandbox server.
-MULTIPLE_TOOLCHAINS = {"bookworm": ("containers/multiple/rootfs.sh", "containers/multiple/bookworm.txt"),
-                       "trixie": ("containers/multiple/rootfs.sh", "containers/multiple/trixie.txt")}
-MULTIPLE_SERVER_FILES = ("containers/multiple/build.sh", "executors/runner.py", "executors/cputime.py",
-                         "executors/docker_server.py")
+MULTIPLE_TOOLCHAINS = {suite: ("containers/multiple/rootfs.sh", "containers/lib.sh", f"containers/multiple/{suite}.txt")
+                       for suite in ("bookworm", "trixie")}
+MULTIPLE_SERVER_FILES = ("containers/multiple/build.sh", *SERVER_FILES)
 
 
 # Runtimes whose jobs run in the python image (repo: a repository's tests, the repository mounted).

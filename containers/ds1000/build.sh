@@ -7,13 +7,9 @@
 # requirements.txt and the server's files. Env: as containers/build.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+RECIPE=containers/ds1000/build.sh; source containers/lib.sh; source containers/server_layer.sh
 root=$(pwd)
-say() { echo "containers/ds1000/build.sh: $*" >&2; }
-die() { say "ERROR: $*"; exit 1; }
-if [ -z "${PYTHON:-}" ]; then
-    if [ -x "$root/.venv/bin/python" ]; then PYTHON=$root/.venv/bin/python; else PYTHON=python3; fi
-fi
-exists() { docker image inspect "$1" >/dev/null 2>&1; }
+PYTHON=$(host_python)
 image=$("$PYTHON" executors/images.py ds1000)
 if exists "$image"; then
     say "$image is up to date."
@@ -25,12 +21,10 @@ build=${CODEEVAL_BUILD_DIR:-$root/.cache/images}
 wheels=${CODEEVAL_WHEELS:-$root/.cache/wheels}
 stage=$build/ds1000
 site=$stage/usr/local/lib/python3.11/dist-packages
-tmp=codeeval-build-ds1000-$$
-trap 'docker rm -f "$tmp" >/dev/null 2>&1 || true' EXIT
 started=$(date +%s)
 mkdir -p "$wheels"
 rm -rf "$stage"
-mkdir -p "$site" "$stage/opt/codeeval"
+mkdir -p "$site"
 
 target=(--only-binary=:all: --implementation cp --python-version 3.11 --abi cp311
         --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64
@@ -43,25 +37,12 @@ say "downloading and staging wheels ($(grep -c '==' containers/ds1000/requiremen
     --no-deps --no-warn-conflicts --no-compile --target "$site" -r containers/ds1000/requirements.txt \
     2> >(grep -v 'is ignored: it is neither' >&2) || die "staging the wheels failed"
 rm -rf "$site/bin"
-cp executors/runner.py executors/cputime.py executors/docker_server.py "$stage/opt/codeeval/"
 
-# Byte-compile with the image's interpreter: its root file system is read-only in the sandbox (torch
-# ships one test helper in Python 3.12 syntax, py312_intrinsics.py, left uncompiled). matplotlib
-# needs a writable config dir (it ignores a read-only one): MPLCONFIGDIR is on the sandbox's /tmp.
-docker create --name "$tmp" --network none "$base" \
-    python3 -m compileall -q -j 0 -x py312_intrinsics /usr/local/lib/python3.11/dist-packages /opt/codeeval >/dev/null
-docker cp "$stage/." "$tmp:/"
-docker start -a "$tmp" >/dev/null || die "byte-compiling in the image failed"
-say "docker commit -> $image"
-docker commit \
-    --change 'USER 10000:10000' \
-    --change 'WORKDIR /tmp' \
-    --change 'ENV PYTHONDONTWRITEBYTECODE=1 MPLCONFIGDIR=/tmp/matplotlib MPLBACKEND=Agg' \
-    --change "LABEL codeeval.recipe=$image" \
-    --change 'CMD ["python3", "-I", "/opt/codeeval/docker_server.py"]' \
-    "$tmp" "$image" >/dev/null
-docker rm -f "$tmp" >/dev/null
-rm -rf "$stage"
+# The server layer compiles the packages too, with the image's interpreter (torch ships one test
+# helper in Python 3.12 syntax, py312_intrinsics.py, left uncompiled). matplotlib needs a writable
+# config dir (it ignores a read-only one): MPLCONFIGDIR is on the sandbox's /tmp.
+server_layer "$base" "$stage" "$image" "MPLCONFIGDIR=/tmp/matplotlib MPLBACKEND=Agg" \
+    -x py312_intrinsics /usr/local/lib/python3.11/dist-packages
 docker run --rm --network none --read-only --tmpfs /tmp "$image" python3 -c \
     'import numpy, pandas, scipy, sklearn, matplotlib.pyplot, torch; import sys; sys.path.insert(0, "/opt/codeeval"); import docker_server' \
     || { docker rmi "$image" >/dev/null 2>&1 || true; die "the new image cannot import its packages or its server"; }

@@ -11,16 +11,10 @@
 # Env: CODEEVAL_MULTIPLE_SUITES (default "bookworm trixie"), CODEEVAL_BUILD_DIR, PYTHON, DEBIAN_MIRROR.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+RECIPE=containers/multiple/build.sh; source containers/lib.sh; source containers/server_layer.sh
 root=$(pwd)
-
-say() { echo "containers/multiple/build.sh: $*" >&2; }
-die() { say "ERROR: $*"; exit 1; }
-
-if [ -z "${PYTHON:-}" ]; then
-    if [ -x "$root/.venv/bin/python" ]; then PYTHON=$root/.venv/bin/python; else PYTHON=python3; fi
-fi
+PYTHON=$(host_python)
 docker info >/dev/null 2>&1 || die "the Docker engine does not answer: run 'make engine' first."
-exists() { docker image inspect "$1" >/dev/null 2>&1; }
 build=${CODEEVAL_BUILD_DIR:-$root/.cache/images}
 mkdir -p "$build"
 
@@ -35,13 +29,7 @@ for suite in "${suites[@]}"; do
     if exists "$image" || exists "$tools"; then
         continue
     fi
-    [ "$(id -u)" = 0 ] || die "building $tools needs root (debootstrap, chroot); run 'sudo make images'."
-    if ! command -v debootstrap >/dev/null 2>&1; then
-        say "installing Debian's debootstrap ..."
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || die "apt-get update failed"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null \
-            || die "apt-get install debootstrap failed"
-    fi
+    need_debootstrap "$tools"
     say "debootstrap $suite + $(grep -cv '^\s*\(#\|$\)' containers/multiple/$suite.txt) toolchain packages -> $tools (minutes; log: $build/multiple-$suite.log) ..."
     bash containers/multiple/rootfs.sh "$build" "$suite" "containers/multiple/$suite.txt" "$tools" \
         >"$build/multiple-$suite.log" 2>&1 &
@@ -65,21 +53,7 @@ for suite in "${suites[@]}"; do
         say "$image is up to date."
         continue
     fi
-    tmp=codeeval-build-multiple-$$
-    stage=$build/server-multiple
-    rm -rf "$stage"; mkdir -p "$stage/opt/codeeval"
-    cp executors/runner.py executors/cputime.py executors/docker_server.py "$stage/opt/codeeval/"
-    docker create --name "$tmp" --network none "$tools" python3 -m compileall -q /opt/codeeval >/dev/null
-    docker cp "$stage/." "$tmp:/"
-    docker start -a "$tmp" >/dev/null || { docker rm -f "$tmp" >/dev/null; die "byte-compiling the server failed"; }
-    docker commit \
-        --change 'USER 10000:10000' \
-        --change 'WORKDIR /tmp' \
-        --change 'ENV PYTHONDONTWRITEBYTECODE=1' \
-        --change "LABEL codeeval.recipe=$image" \
-        --change 'CMD ["python3", "-I", "/opt/codeeval/docker_server.py"]' \
-        "$tmp" "$image" >/dev/null
-    docker rm -f "$tmp" >/dev/null
-    rm -rf "$stage"
+    rm -rf "$build/server-multiple"
+    server_layer "$tools" "$build/server-multiple" "$image" ""
     say "built $image ($(docker image inspect --format '{{.Size}}' "$image" | awk '{printf "%.2f GB", $1/1e9}')); $(( $(date +%s) - started ))s since the start."
 done

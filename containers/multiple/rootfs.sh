@@ -5,6 +5,7 @@
 # hashes into TAG (containers/build.sh only decides whether to run it).
 # Usage: rootfs.sh WORK_DIR SUITE PACKAGES TAG   (run as root; WORK_DIR/rootfs-SUITE is scratch)
 set -euo pipefail
+RECIPE=containers/multiple/rootfs.sh; source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 work=$1; suite=$2; list=$3; tag=$4
 rootfs=$work/rootfs-$suite
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -33,22 +34,4 @@ if [ -e "$rootfs/usr/share/java/javatuples.jar" ]; then
     ln -sf /usr/share/java/javatuples.jar "$rootfs/usr/multiple/javatuples-1.2.jar"
 fi
 
-# Trim what a sandbox never needs (apt lists and caches, docs, man pages, locales).
-rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
-       "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
-       "$rootfs"/var/log/*.log "$rootfs"/var/log/apt/*
-find "$rootfs"/usr/share/locale -mindepth 1 -maxdepth 1 ! -name 'locale.alias' -exec rm -rf {} + 2>/dev/null || true
-
-# The sandbox users (as containers/base/rootfs.sh): one uid per worker slot.
-for i in $(seq 0 127); do
-    echo "sandbox$i:x:$((10000 + i)):$((10000 + i)):sandbox:/tmp:/usr/sbin/nologin" >>"$rootfs/etc/passwd"
-    echo "sandbox$i:x:$((10000 + i)):" >>"$rootfs/etc/group"
-done
-
-echo "docker import -> $tag"
-tar --numeric-owner -C "$rootfs" -c . | docker import \
-    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    --change 'ENV LANG=C.UTF-8' \
-    --change "LABEL codeeval.recipe=$tag" \
-    --change 'CMD ["python3"]' - "$tag" >/dev/null
-rm -rf "$rootfs"
+import_rootfs "$rootfs" "$tag"
