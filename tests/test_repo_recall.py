@@ -1,0 +1,194 @@
+"""Recall@k from the references' Dependency_Data pickles (pyan graph), read without pyan and
+safely, and the fall-back to our static analysis when they are absent."""
+from __future__ import annotations
+
+import ast
+import enum
+import json
+import logging
+import os
+import pickle
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from codeeval.benchmarks.repo_deps import DependencyRecall
+from codeeval.benchmarks.repo_level import make
+from codeeval.benchmarks.repo_pickle import load_analyzer
+from codeeval.benchmarks.spec import LoadOptions, Sample
+from codeeval.errors import UsageError
+
+CORE = '''def scale(v, k):
+    return v * k
+
+
+class Base:
+    def unit(self):
+        return 1
+'''
+
+BOX = '''from shapes import scale
+from shapes.core import Base
+
+
+class Box(Base):
+    def __init__(self, w):
+        self.w = w
+
+    def area(self):
+        """The area."""
+        return scale(self.w, self.unit())
+'''
+
+
+def _pyan_modules():
+    """Stand-ins named like pyan_zyf_v2's classes, so that pickle records the upstream names."""
+    node_mod = types.ModuleType("pyan_zyf_v2.node")
+    analyzer_mod = types.ModuleType("pyan_zyf_v2.analyzer")
+    pkg = types.ModuleType("pyan_zyf_v2")
+
+    class Flavor(enum.Enum):
+        MODULE = "module"
+        CLASS = "class"
+        FUNCTION = "function"
+        METHOD = "method"
+        ATTRIBUTE = "attribute"
+
+    class Node:
+        def __init__(self, namespace, name, ast_node, filename, flavor, defined=True):
+            self.namespace, self.name, self.ast_node = namespace, name, ast_node
+            self.filename, self.flavor, self.defined = filename, flavor, defined
+
+        def get_name(self):
+            return self.name if self.namespace == "" else f"{self.namespace}.{self.name}"
+
+    class CallGraphVisitor:
+        pass
+
+    for cls, mod in ((Flavor, node_mod), (Node, node_mod), (CallGraphVisitor, analyzer_mod)):
+        cls.__module__, cls.__qualname__ = mod.__name__, cls.__name__
+        setattr(mod, cls.__name__, cls)
+    return {"pyan_zyf_v2": pkg, "pyan_zyf_v2.node": node_mod, "pyan_zyf_v2.analyzer": analyzer_mod}
+
+
+def write_analyzer(path: Path) -> None:
+    """The upstream structure: defines_edges/uses_edges keyed by the definer's name, `nodes` by
+    leaf name, `mro` keyed by the class Node, ast nodes and the logger kept inside."""
+    mods = _pyan_modules()
+    saved = {k: sys.modules.get(k) for k in mods}
+    sys.modules.update(mods)
+    try:
+        N, F = mods["pyan_zyf_v2.node"].Node, mods["pyan_zyf_v2.node"].Flavor
+        core, box = "shapes/core.py", "shapes/box.py"
+        m_core = N("", "shapes.core", ast.parse(CORE), core, F.MODULE)
+        m_box = N("", "shapes.box", ast.parse(BOX), box, F.MODULE)
+        scale = N("shapes.core", "scale", ast.parse(CORE).body[0], core, F.FUNCTION)
+        base = N("shapes.core", "Base", None, core, F.CLASS)
+        unit = N("shapes.core.Base", "unit", None, core, F.METHOD)
+        klass = N("shapes.box", "Box", None, box, F.CLASS)
+        init = N("shapes.box.Box", "__init__", None, box, F.METHOD)
+        area = N("shapes.box.Box", "area", None, box, F.METHOD)
+        w = N("shapes.box.Box", "w", None, box, F.ATTRIBUTE)
+        v = mods["pyan_zyf_v2.analyzer"].CallGraphVisitor()
+        v.logger = logging.getLogger("pyan_zyf_v2.analyzer")
+        v.filenames, v.root = [core, box], "shapes"
+        v.nodes = {n.name: [n] for n in (m_core, m_box, scale, base, unit, klass, init, area, w)}
+        v.defines_edges = {"shapes.core": {scale, base}, "shapes.core.Base": {unit}, "shapes.box": {klass},
+                           "shapes.box.Box": {init, area, w}}
+        v.uses_edges = {"shapes.box.Box.area": {scale, w, unit}}
+        v.mro = {klass: [klass, base], base: [base]}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(pickle.dumps(v, protocol=4))
+    finally:
+        for k, old in saved.items():
+            if old is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = old
+    assert "pyan_zyf_v2" not in sys.modules  # the loader must work without it
+
+
+def shapes_tree(tmp_path: Path, monkeypatch, with_pickle: bool) -> LoadOptions:
+    src = tmp_path / "Source_Code" / "Graphics" / "shapes"
+    (src / "shapes").mkdir(parents=True)
+    (src / "shapes" / "__init__.py").write_text("from .core import scale\n")
+    (src / "shapes" / "core.py").write_text(CORE)
+    (src / "shapes" / "box.py").write_text(BOX)
+    lines = BOX.splitlines()
+    sig = lines.index("    def area(self):") + 1
+    record = {"namespace": "shapes.box.Box.area", "type": "method", "project_path": "Graphics/shapes",
+              "completion_path": "Graphics/shapes/shapes/box.py", "signature_position": [sig, sig],
+              "body_position": [sig + 2, sig + 2],
+              "dependency": {"intra_class": ["shapes.box.Box.w"], "intra_file": [],
+                             "cross_file": ["shapes.core.scale", "shapes.core.Base.unit"]},
+              "requirement": {"Functionality": "Area.", "Arguments": ":return: int."},
+              "tests": ["tests/test_box.py::test_area"], "indent": 8}
+    (tmp_path / "data" / "deveval").mkdir(parents=True)
+    (tmp_path / "data" / "deveval" / "data.jsonl").write_text(json.dumps(record) + "\n")
+    monkeypatch.setenv("CODEEVAL_DEVEVAL_SOURCE_CODE", str(tmp_path / "Source_Code"))
+    monkeypatch.setenv("CODEEVAL_CACHE", str(tmp_path / "cache"))
+    deps = tmp_path / "Dependency_Data"
+    deps.mkdir()
+    if with_pickle:
+        write_analyzer(deps / "Graphics" / "shapes" / "analyzer_result.pkl")
+    return LoadOptions(tmp_path / "data", dependency_data_root=deps)
+
+
+COMPLETIONS = ["        return self.w * self.w\n",          # uses Box.w only
+               "        return scale(self.w, self.unit())\n",  # the reference body
+               "    pass\n"]                                  # the references' "nothing found"
+
+
+@pytest.mark.parametrize("with_pickle, expected", [
+    # pyan's graph: `scale` imported from the package resolves to shapes.core.scale, and
+    # self.unit() along Box's MRO to shapes.core.Base.unit: 3/3 for the reference body
+    (True, {"recall@1": 1 / 3, "recall@2": 1.0, "recall@3": 1.0, "recall_source": "dependency_data"}),
+    # ast alone: `shapes.scale` (the import as written) and no inherited methods: 1/3 at best
+    (False, {"recall@1": 1 / 3, "recall@2": 1 / 3, "recall@3": 1 / 3, "recall_source": "ast"}),
+])
+def test_recall_at_k_by_hand(tmp_path, monkeypatch, with_pickle, expected):
+    task = make("deveval")
+    problems = task.load(shapes_tree(tmp_path, monkeypatch, with_pickle))
+    samples = [Sample(problems[0].task_id, i, c) for i, c in enumerate(COMPLETIONS)]
+    metric = next(m for m in task.metrics if isinstance(m, DependencyRecall))
+    out = metric.compute(problems, samples, (1, 2, 3))
+    for key, value in expected.items():
+        assert out[key] == pytest.approx(value) if isinstance(value, float) else out[key] == value, key
+    assert out["recall_tasks"] == 1
+    assert out["recall_projects_with_dependency_data"] == int(with_pickle)
+
+
+class _Evil:
+    def __reduce__(self):
+        return (os.system, ("touch pwned-by-pickle",))
+
+
+def test_hostile_pickle_is_refused_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "analyzer_result.pkl"
+    path.write_bytes(pickle.dumps(_Evil()))
+    with pytest.raises(UsageError) as err:
+        load_analyzer(path)
+    assert "refused global" in str(err.value) and "system" in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "pwned-by-pickle").exists()
+    # builtins that reach code are refused too, and a pickle of something else is named
+    path.write_bytes(pickle.dumps(eval))
+    with pytest.raises(UsageError, match="refused global builtins.eval"):
+        load_analyzer(path)
+    path.write_bytes(pickle.dumps({"a": 1}))
+    with pytest.raises(UsageError, match="not pyan's CallGraphVisitor"):
+        load_analyzer(path)
+
+
+def test_loaded_graph_keeps_pyan_structure(tmp_path):
+    path = tmp_path / "analyzer_result.pkl"
+    write_analyzer(path)
+    v = load_analyzer(path)
+    assert sorted(n.get_name() for n in v.uses_edges["shapes.box.Box.area"]) == [
+        "shapes.box.Box.w", "shapes.core.Base.unit", "shapes.core.scale"]
+    klass = v.nodes["Box"][0]
+    assert [n.get_name() for n in v.mro[klass]] == ["shapes.box.Box", "shapes.core.Base"]  # identity kept
+    assert isinstance(v.nodes["shapes.core"][0].ast_node, ast.Module) and v.logger is None
+    assert v.nodes["scale"][0].flavor.value == "function"
