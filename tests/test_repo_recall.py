@@ -3,15 +3,14 @@ safely, and the fall-back to our static analysis when they are absent."""
 from __future__ import annotations
 
 import ast
-import enum
 import json
 import logging
 import os
 import pickle
 import sys
-import types
 from pathlib import Path
 
+import dill
 import pytest
 
 from codeeval.benchmarks.repo_deps import DependencyRecall
@@ -43,44 +42,16 @@ class Box(Base):
 '''
 
 
-def _pyan_modules():
-    """Stand-ins named like pyan_zyf_v2's classes, so that pickle records the upstream names."""
-    node_mod = types.ModuleType("pyan_zyf_v2.node")
-    analyzer_mod = types.ModuleType("pyan_zyf_v2.analyzer")
-    pkg = types.ModuleType("pyan_zyf_v2")
-
-    class Flavor(enum.Enum):
-        MODULE = "module"
-        CLASS = "class"
-        FUNCTION = "function"
-        METHOD = "method"
-        ATTRIBUTE = "attribute"
-
-    class Node:
-        def __init__(self, namespace, name, ast_node, filename, flavor, defined=True):
-            self.namespace, self.name, self.ast_node = namespace, name, ast_node
-            self.filename, self.flavor, self.defined = filename, flavor, defined
-
-        def get_name(self):
-            return self.name if self.namespace == "" else f"{self.namespace}.{self.name}"
-
-    class CallGraphVisitor:
-        pass
-
-    for cls, mod in ((Flavor, node_mod), (Node, node_mod), (CallGraphVisitor, analyzer_mod)):
-        cls.__module__, cls.__qualname__ = mod.__name__, cls.__name__
-        setattr(mod, cls.__name__, cls)
-    return {"pyan_zyf_v2": pkg, "pyan_zyf_v2.node": node_mod, "pyan_zyf_v2.analyzer": analyzer_mod}
+STANDIN = Path(__file__).resolve().parent / "fixtures" / "pyan_standin"
 
 
 def write_analyzer(path: Path) -> None:
     """The upstream structure: defines_edges/uses_edges keyed by the definer's name, `nodes` by
     leaf name, `mro` keyed by the class Node, ast nodes and the logger kept inside."""
-    mods = _pyan_modules()
-    saved = {k: sys.modules.get(k) for k in mods}
-    sys.modules.update(mods)
+    sys.path.insert(0, str(STANDIN))
     try:
-        N, F = mods["pyan_zyf_v2.node"].Node, mods["pyan_zyf_v2.node"].Flavor
+        from pyan_zyf_v2.analyzer import CallGraphVisitor
+        from pyan_zyf_v2.node import Flavor as F, Node as N
         core, box = "shapes/core.py", "shapes/box.py"
         m_core = N("", "shapes.core", ast.parse(CORE), core, F.MODULE)
         m_box = N("", "shapes.box", ast.parse(BOX), box, F.MODULE)
@@ -91,7 +62,7 @@ def write_analyzer(path: Path) -> None:
         init = N("shapes.box.Box", "__init__", None, box, F.METHOD)
         area = N("shapes.box.Box", "area", None, box, F.METHOD)
         w = N("shapes.box.Box", "w", None, box, F.ATTRIBUTE)
-        v = mods["pyan_zyf_v2.analyzer"].CallGraphVisitor()
+        v = CallGraphVisitor()
         v.logger = logging.getLogger("pyan_zyf_v2.analyzer")
         v.filenames, v.root = [core, box], "shapes"
         v.nodes = {n.name: [n] for n in (m_core, m_box, scale, base, unit, klass, init, area, w)}
@@ -100,13 +71,11 @@ def write_analyzer(path: Path) -> None:
         v.uses_edges = {"shapes.box.Box.area": {scale, w, unit}}
         v.mro = {klass: [klass, base], base: [base]}
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(pickle.dumps(v, protocol=4))
+        path.write_bytes(dill.dumps(v))  # add_func_call.py reads it with `import dill as pickle`
     finally:
-        for k, old in saved.items():
-            if old is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = old
+        sys.path.remove(str(STANDIN))
+        for name in [m for m in sys.modules if m.split(".")[0] == "pyan_zyf_v2"]:
+            del sys.modules[name]
     assert "pyan_zyf_v2" not in sys.modules  # the loader must work without it
 
 
@@ -185,6 +154,8 @@ def test_hostile_pickle_is_refused_in_one_line(tmp_path, monkeypatch):
 def test_loaded_graph_keeps_pyan_structure(tmp_path):
     path = tmp_path / "analyzer_result.pkl"
     write_analyzer(path)
+    data = path.read_bytes()  # dill refers to the classes by name, as with the real fork installed
+    assert b"pyan_zyf_v2.node" in data and b"pyan_zyf_v2.analyzer" in data and b"_create_type" not in data
     v = load_analyzer(path)
     assert sorted(n.get_name() for n in v.uses_edges["shapes.box.Box.area"]) == [
         "shapes.box.Box.w", "shapes.core.Base.unit", "shapes.core.scale"]
