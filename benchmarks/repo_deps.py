@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from codeeval.benchmarks.repo_pickle import analyzer_path, canonical, inherited, load_analyzer
+from codeeval.benchmarks.repo_pickle import analyzer_path, canonical, inherited, load_analyzer, recorded_uses
 from codeeval.benchmarks.repo_post import EMPTY
 from codeeval.benchmarks.spec import Metric, Problem, Sample
 from codeeval.executors.repo.patch import Journal, patched_text
@@ -102,8 +103,10 @@ def _module_names(tree: ast.Module, module: str) -> tuple[dict[str, ast.AST], di
 
 def dependencies(source: str, record: dict, completion: str, graph=None) -> Optional[set[str]]:
     """The qualified names the completed function uses; None when the patched file does not parse.
-    With the references' pickled pyan graph, `self.x` inherited from a base class resolves along
-    pyan's MRO, and imported names re-exported by a package resolve to their defining module."""
+    With the references' pickled pyan graph: a function whose AST is the pristine one gets the
+    uses pyan recorded for it (exactly what the references compute); otherwise `self.x` inherited
+    from a base class resolves along pyan's MRO, and names re-exported by a package resolve to
+    their defining module."""
     if completion == EMPTY:
         return None
     try:
@@ -114,6 +117,9 @@ def dependencies(source: str, record: dict, completion: str, graph=None) -> Opti
     cls, func = _find(tree, record)
     if func is None:
         return None
+    if graph is not None and (recorded := recorded_uses(graph, record["namespace"])) is not None \
+            and ast.dump(func) == _pristine_dump(source, record["namespace"], tuple(record["signature_position"])):
+        return recorded
     defs, imported = _module_names(tree, module)
     members, built = _class_members(cls) if cls is not None else (set(), {})
     found: set[str] = set()
@@ -156,6 +162,17 @@ def dependencies(source: str, record: dict, completion: str, graph=None) -> Opti
         found = {canonical(graph, n) for n in found}
         found |= {hit for attr in unresolved if (hit := inherited(graph, f"{module}.{cls.name}", attr))}
     return found
+
+
+@lru_cache(maxsize=8)
+def _pristine_dump(source: str, namespace: str, signature_position: tuple) -> Optional[str]:
+    """The AST of the function as the file has it (pyan sees ASTs: same dump, same analysis)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    _, func = _find(tree, {"namespace": namespace, "signature_position": signature_position})
+    return ast.dump(func) if func is not None else None
 
 
 def reference_dependencies(record: dict) -> set[str]:

@@ -142,6 +142,25 @@ def _by_leaf(graph: CallGraphVisitor) -> dict[str, list[str]]:
     return out
 
 
+def recorded_uses(graph: CallGraphVisitor, namespace: str) -> set[str] | None:
+    """What CallAnalyzer.from_visitor reports for the function as the pickle has it (the pristine
+    body): its uses edges, less unresolved (`*`) names and what is defined inside it; the
+    in_class/in_file/in_object split is dropped, as recall_k.py drops it. None if not recorded."""
+    caller = _defined(graph).get(namespace)
+    uses = (getattr(graph, "uses_edges", None) or {}).get(namespace)
+    if caller is None or uses is None:
+        return None
+    out = set()
+    for n in uses:
+        ns = getattr(n, "namespace", None)
+        if not isinstance(n, Node) or ns is None or ns == "*":
+            continue
+        if getattr(n, "filename", None) == getattr(caller, "filename", None) and namespace in ns:
+            continue  # nested in the function itself
+        out.add(n.get_name())
+    return out
+
+
 def inherited(graph: CallGraphVisitor, class_name: str, attr: str) -> str | None:
     """`<Base>.<attr>` of the first base in the class's MRO (pyan's pass 2) that defines attr."""
     cls = _defined(graph).get(class_name)

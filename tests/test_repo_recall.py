@@ -68,7 +68,10 @@ def write_analyzer(path: Path) -> None:
         v.nodes = {n.name: [n] for n in (m_core, m_box, scale, base, unit, klass, init, area, w)}
         v.defines_edges = {"shapes.core": {scale, base}, "shapes.core.Base": {unit}, "shapes.box": {klass},
                            "shapes.box.Box": {init, area, w}}
-        v.uses_edges = {"shapes.box.Box.area": {scale, w, unit}}
+        nested = N("shapes.box.Box.area", "helper", None, box, F.FUNCTION)  # defined inside: not a dependency
+        star = N("*", "unit", None, None, F.ATTRIBUTE)  # unresolved: dropped as CallAnalyzer drops it
+        # as if pyan had missed `unit` in the pristine body: recall of the unchanged body is 2/3
+        v.uses_edges = {"shapes.box.Box.area": {scale, w, nested, star}}
         v.mro = {klass: [klass, base], base: [base]}
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(dill.dumps(v))  # add_func_call.py reads it with `import dill as pickle`
@@ -105,24 +108,27 @@ def shapes_tree(tmp_path: Path, monkeypatch, with_pickle: bool) -> LoadOptions:
     return LoadOptions(tmp_path / "data", dependency_data_root=deps)
 
 
-COMPLETIONS = ["        return self.w * self.w\n",          # uses Box.w only
-               "        return scale(self.w, self.unit())\n",  # the reference body
-               "    pass\n"]                                  # the references' "nothing found"
+COMPLETIONS = ["        return self.w * self.w\n",                      # uses Box.w only
+               "        return scale(self.w,  self.unit())  # same AST\n",  # the reference body
+               "        return scale(self.w, self.unit()) + 0\n",         # a different body, all three
+               "    pass\n"]                                              # the references' "nothing found"
 
 
 @pytest.mark.parametrize("with_pickle, expected", [
-    # pyan's graph: `scale` imported from the package resolves to shapes.core.scale, and
-    # self.unit() along Box's MRO to shapes.core.Base.unit: 3/3 for the reference body
-    (True, {"recall@1": 1 / 3, "recall@2": 1.0, "recall@3": 1.0, "recall_source": "dependency_data"}),
+    # with pyan's graph: 1/3; the unchanged body takes pyan's recorded uses (scale, w: 2/3); the
+    # changed body resolves `scale` imported from the package to shapes.core.scale and self.unit()
+    # along Box's MRO to shapes.core.Base.unit (3/3); "pass" scores 0
+    (True, {"recall@1": 1 / 3, "recall@2": 2 / 3, "recall@3": 1.0, "recall@4": 1.0,
+            "recall_source": "dependency_data"}),
     # ast alone: `shapes.scale` (the import as written) and no inherited methods: 1/3 at best
-    (False, {"recall@1": 1 / 3, "recall@2": 1 / 3, "recall@3": 1 / 3, "recall_source": "ast"}),
+    (False, {"recall@1": 1 / 3, "recall@2": 1 / 3, "recall@3": 1 / 3, "recall@4": 1 / 3, "recall_source": "ast"}),
 ])
 def test_recall_at_k_by_hand(tmp_path, monkeypatch, with_pickle, expected):
     task = make("deveval")
     problems = task.load(shapes_tree(tmp_path, monkeypatch, with_pickle))
     samples = [Sample(problems[0].task_id, i, c) for i, c in enumerate(COMPLETIONS)]
     metric = next(m for m in task.metrics if isinstance(m, DependencyRecall))
-    out = metric.compute(problems, samples, (1, 2, 3))
+    out = metric.compute(problems, samples, (1, 2, 3, 4))
     for key, value in expected.items():
         assert out[key] == pytest.approx(value) if isinstance(value, float) else out[key] == value, key
     assert out["recall_tasks"] == 1
@@ -158,7 +164,7 @@ def test_loaded_graph_keeps_pyan_structure(tmp_path):
     assert b"pyan_zyf_v2.node" in data and b"pyan_zyf_v2.analyzer" in data and b"_create_type" not in data
     v = load_analyzer(path)
     assert sorted(n.get_name() for n in v.uses_edges["shapes.box.Box.area"]) == [
-        "shapes.box.Box.w", "shapes.core.Base.unit", "shapes.core.scale"]
+        "*.unit", "shapes.box.Box.area.helper", "shapes.box.Box.w", "shapes.core.scale"]
     klass = v.nodes["Box"][0]
     assert [n.get_name() for n in v.mro[klass]] == ["shapes.box.Box", "shapes.core.Base"]  # identity kept
     assert isinstance(v.nodes["shapes.core"][0].ast_node, ast.Module) and v.logger is None
