@@ -14,10 +14,12 @@ import dill
 import pytest
 
 from codeeval.benchmarks.repo_deps import DependencyRecall
+from codeeval.cli import main
 from codeeval.benchmarks.repo_level import make
 from codeeval.benchmarks.repo_pickle import load_analyzer
 from codeeval.benchmarks.spec import LoadOptions, Sample
 from codeeval.errors import UsageError
+from docker_env import ensure_images
 
 CORE = '''def scale(v, k):
     return v * k
@@ -169,3 +171,25 @@ def test_loaded_graph_keeps_pyan_structure(tmp_path):
     assert [n.get_name() for n in v.mro[klass]] == ["shapes.box.Box", "shapes.core.Base"]  # identity kept
     assert isinstance(v.nodes["shapes.core"][0].ast_node, ast.Module) and v.logger is None
     assert v.nodes["scale"][0].flavor.value == "function"
+
+
+def test_results_json_names_the_recall_source(prefect_api, tmp_path, capsys, monkeypatch):
+    """End to end: the oracle run with --dependency-data-root passes its test, its recall is the
+    pickled graph's (2/3, pyan's recorded uses), results.json says so, and the file is restored."""
+    ensure_images()
+    shapes_tree(tmp_path, monkeypatch, with_pickle=True)
+    project = tmp_path / "Source_Code" / "Graphics" / "shapes"
+    (project / "tests").mkdir()
+    (project / "tests" / "test_box.py").write_text("from shapes.box import Box\n\n\ndef test_area():\n"
+                                                   "    assert Box(3).area() == 3\n")
+    (project / "setup.py").write_text("from setuptools import setup\nsetup(name='shapes', install_requires=[])\n")
+    before = (project / "shapes" / "box.py").read_bytes()
+    out = tmp_path / "run"
+    assert main(["run", "--model", "reference", "--tasks", "deveval", "--allow_code_execution",
+                 "--data-dir", str(tmp_path / "data"), "--dependency-data-root", str(tmp_path / "Dependency_Data"),
+                 "--output-dir", str(out)]) == 0
+    capsys.readouterr()
+    results = json.loads((out / "results.json").read_text())["deveval"]
+    assert results["pass@1"] == 1.0 and results["recall@1"] == pytest.approx(2 / 3)
+    assert results["recall_source"] == "dependency_data" and results["recall_projects_with_dependency_data"] == 1
+    assert (project / "shapes" / "box.py").read_bytes() == before
