@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from codeeval.benchmarks.repo_pickle import analyzer_path, canonical, inherited, load_analyzer, recorded_uses
 from codeeval.benchmarks.repo_post import EMPTY
 from codeeval.benchmarks.spec import Metric, Problem, Sample
 from codeeval.executors.repo.patch import Journal, patched_text
@@ -99,8 +101,12 @@ def _module_names(tree: ast.Module, module: str) -> tuple[dict[str, ast.AST], di
     return defs, imported
 
 
-def dependencies(source: str, record: dict, completion: str) -> Optional[set[str]]:
-    """The qualified names the completed function uses; None when the patched file does not parse."""
+def dependencies(source: str, record: dict, completion: str, graph=None) -> Optional[set[str]]:
+    """The qualified names the completed function uses; None when the patched file does not parse.
+    With the references' pickled pyan graph: a function whose AST is the pristine one gets the
+    uses pyan recorded for it (exactly what the references compute); otherwise `self.x` inherited
+    from a base class resolves along pyan's MRO, and names re-exported by a package resolve to
+    their defining module."""
     if completion == EMPTY:
         return None
     try:
@@ -111,9 +117,13 @@ def dependencies(source: str, record: dict, completion: str) -> Optional[set[str
     cls, func = _find(tree, record)
     if func is None:
         return None
+    if graph is not None and (recorded := recorded_uses(graph, record["namespace"])) is not None \
+            and ast.dump(func) == _pristine_dump(source, record["namespace"], tuple(record["signature_position"])):
+        return recorded
     defs, imported = _module_names(tree, module)
     members, built = _class_members(cls) if cls is not None else (set(), {})
     found: set[str] = set()
+    unresolved: set[str] = set()  # self.x the class itself does not define
     instances = {"self", "cls"}  # names bound to the class or its instances inside the function
     if cls is not None:
         instances.add(cls.name)
@@ -129,6 +139,8 @@ def dependencies(source: str, record: dict, completion: str) -> Optional[set[str
             owner = node.value.id
             if cls is not None and owner in instances and node.attr in members:
                 found.add(f"{module}.{cls.name}.{node.attr}")
+            elif cls is not None and owner in instances:
+                unresolved.add(node.attr)
             elif owner in imported and owner not in defs:
                 found.add(f"{imported[owner]}.{node.attr}")
         elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
@@ -146,7 +158,21 @@ def dependencies(source: str, record: dict, completion: str) -> Optional[set[str
                     found.add(f"{module}.{node.id}.__init__")
             elif node.id in imported:
                 found.add(imported[node.id])
+    if graph is not None:
+        found = {canonical(graph, n) for n in found}
+        found |= {hit for attr in unresolved if (hit := inherited(graph, f"{module}.{cls.name}", attr))}
     return found
+
+
+@lru_cache(maxsize=8)
+def _pristine_dump(source: str, namespace: str, signature_position: tuple) -> Optional[str]:
+    """The AST of the function as the file has it (pyan sees ASTs: same dump, same analysis)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    _, func = _find(tree, {"namespace": namespace, "signature_position": signature_position})
+    return ast.dump(func) if func is not None else None
 
 
 def reference_dependencies(record: dict) -> set[str]:
@@ -154,9 +180,9 @@ def reference_dependencies(record: dict) -> set[str]:
     return set(dep.get("intra_class", [])) | set(dep.get("intra_file", [])) | set(dep.get("cross_file", []))
 
 
-def recall(source: str, record: dict, completion: str) -> float:
+def recall(source: str, record: dict, completion: str, graph=None) -> float:
     ref = reference_dependencies(record)
-    found = dependencies(source, record, completion)
+    found = dependencies(source, record, completion, graph)
     return len(ref & found) / len(ref) if found else 0.0
 
 
@@ -168,6 +194,15 @@ def pristine_source(record: dict) -> str:
     journal = Journal(Path(meta["source_root"]), meta["project"])
     with host_lock(journal.dir):
         return (Path(meta["source_root"]) / record["completion_path"]).read_text(encoding="utf-8")
+
+
+def project_graph(record: dict):
+    """The project's pickled pyan graph when --dependency-data-root holds it, else None (ast only)."""
+    root = record["codeeval"].get("dependency_data_root")
+    if not root:
+        return None
+    path = analyzer_path(Path(root), record["codeeval"]["project"])
+    return load_analyzer(path) if path.is_file() else None
 
 
 @dataclass(frozen=True)
@@ -183,6 +218,7 @@ class DependencyRecall(Metric):
     def compute(self, problems: Sequence[Problem], samples: Sequence[Sample], ks: Sequence[int]) -> dict[str, Any]:
         by_id = {p.task_id: p for p in problems}
         sources: dict[str, str] = {}
+        graphs: dict[str, Any] = {}
         per_task: dict[str, list[float]] = {}
         for s in samples:
             record = by_id[s.task_id].record
@@ -190,8 +226,15 @@ class DependencyRecall(Metric):
                 continue  # standalone: skipped, as upstream
             if record["completion_path"] not in sources:
                 sources[record["completion_path"]] = pristine_source(record)
-            per_task.setdefault(s.task_id, []).append(recall(sources[record["completion_path"]], record, s.completion))
+            project = record["codeeval"]["project"]
+            if project not in graphs:
+                graphs[project] = project_graph(record)
+            per_task.setdefault(s.task_id, []).append(
+                recall(sources[record["completion_path"]], record, s.completion, graphs[project]))
         out = {f"recall@{k}": float(np.mean([max(v[:k]) for v in per_task.values()])) if per_task else 0.0
                for k in ks}
         out["recall_tasks"] = len(per_task)
+        used = sorted({"dependency_data" if g is not None else "ast" for g in graphs.values()})
+        out["recall_source"] = "+".join(used) if used else "ast"
+        out["recall_projects_with_dependency_data"] = sum(g is not None for g in graphs.values())
         return out

@@ -19,18 +19,23 @@ from pathlib import Path
 from codeeval.benchmarks import repo_post
 from codeeval.benchmarks.repo_deps import DependencyRecall
 from codeeval.benchmarks.repo_exec import RepoExecution, RepoPassAtK, ground_truth
+from codeeval.benchmarks.repo_truncate import truncate_elements
 from codeeval.benchmarks.repo_sources import (
-    project_root, read_data, read_prompt_elements, source_root_setting,
+    dependency_root_setting, project_root, read_data, read_prompt_elements, source_root_setting,
 )
 from codeeval.benchmarks.spec import LoadOptions, Problem, Prompting, TaskSpec
 from codeeval.errors import UsageError
 from codeeval.executors.repo.jobs import recover_project
 
-SETTINGS = {"evocodebench": ("baseline", "local_completion", "local_infilling"),
+SETTINGS = {"evocodebench": ("baseline", "local_completion", "local_infilling", "baseline_lm_compat"),
             "deveval": ("without_context", "local_completion", "local_infilling")}
 
 # the ks the papers report: DevEval's leaderboard pass/recall@1,3,5,10; EvoCodeBench's @1 and @10
 KS = {"deveval": (1, 3, 5, 10), "evocodebench": (1, 10)}
+
+# LM_inference.py's baseline lacks the f-string braces and feeds open models this literal line
+# for methods; `baseline_lm_compat` reproduces the released open-model prompts with it.
+LM_BUG_CLASS_LINE = "class js['class_name']:\n"
 
 BASELINE = ("Please complete the {function_name} function in the given Python code.\n\nInput Code:\n```Python\n"
             "{input_code}\n```\n\nCompleted Code:")
@@ -70,10 +75,20 @@ def _elements(family: str, setting: str, record: dict, source_file: Path, elemen
     if el is None:
         raise UsageError(f"{family}: no prompt elements for {record['namespace']}")
     code = el["input_code"]
-    if el.get("class_name") and setting == "baseline":
+    if el.get("class_name") and setting in ("baseline", "baseline_lm_compat"):
         code = f"class {el['class_name']}:\n" + code
     return {"function_name": el.get("function_name", name), "input_code": code,
-            "contexts_above": el.get("contexts_above", ""), "contexts_below": el.get("contexts_below", "")}
+            "contexts_above": el.get("contexts_above", ""), "contexts_below": el.get("contexts_below", ""),
+            "raw_input_code": el["input_code"], "class_name": el.get("class_name") or ""}
+
+
+def open_model_prompt(setting: str, el: dict) -> str:
+    """The text LM_inference.py tokenizes after the bos id; chat prompts keep the class name."""
+    if setting == "local_completion":
+        return el["contexts_above"] + el["input_code"]
+    if setting == "baseline_lm_compat" and el.get("class_name"):
+        return LM_BUG_CLASS_LINE + el["raw_input_code"]
+    return el["input_code"]
 
 
 def _loader(family: str, setting: str):
@@ -85,6 +100,7 @@ def _loader(family: str, setting: str):
                              f"{family}/Source_Code in --data-dir)")
         local = setting not in ("baseline", "without_context") or family == "evocodebench"
         elements = read_prompt_elements(family, options.data_dir, setting) if local else {}
+        dep_root = dependency_root_setting(family, options.data_dir, options.dependency_data_root)
         roots: dict[str, object] = {}
         covered = []
         for record in rows:
@@ -106,12 +122,11 @@ def _loader(family: str, setting: str):
         problems = []
         for i, (record, src) in enumerate(covered):
             el = _elements(family, setting, record, Path(src) / record["completion_path"], elements)
-            prompt = el["input_code"]
-            if setting == "local_completion":
-                prompt = el["contexts_above"] + el["input_code"]
+            prompt = open_model_prompt(setting, el)
             rec = dict(record, codeeval={"source_root": str(src), "project": project_of(family, record),
                                          "skipped": skipped, "total": len(rows), "elements": el,
                                          "setting": setting,
+                                         "dependency_data_root": str(dep_root) if dep_root else None,
                                          "exclude_failing_oracles": options.exclude_failing_oracles})
             problems.append(Problem(record["namespace"], i, prompt, rec))
         return problems
@@ -120,8 +135,9 @@ def _loader(family: str, setting: str):
 
 
 def chat_prompt(setting: str, el: dict) -> str:
+    """make_prompt.py: the ChatLM template, contexts cut to the gpt-4 token budget (repo_truncate)."""
     template = {"local_completion": LOCAL_COMPLETION, "local_infilling": LOCAL_INFILLING}.get(setting, BASELINE)
-    return template.format(**el)
+    return template.format(**truncate_elements(setting, el, lambda e: template.format(**e)))
 
 
 def _instruction(problem: Problem) -> tuple[str, str]:

@@ -54,6 +54,7 @@ def test_deveval_real_projects_oracle_and_released_files(prefect_api, data_dir, 
     assert len(executed) == 21 and sum(r["passed"] for r in executed) == EXPECTED[model]
     assert results["pass@1"] == pytest.approx(EXPECTED[model] / 21)
     assert results["recall@1"] == pytest.approx(RECALL[model], abs=1e-4) and results["recall_tasks"] == 20
+    assert results["recall_source"] == "ast"  # ../shared has no Dependency_Data: static analysis alone
     if model == "reference":
         assert set(results["failing_by_repository"].values()) == {0}
     # every working copy is pristine: byte for byte the tarball's files
