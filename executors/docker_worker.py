@@ -28,10 +28,6 @@ class WorkerDied(Exception):
     """The container stopped answering (died, was killed, or broke the protocol)."""
 
 
-class WorkerDied(Exception):
-    """The container stopped answering (died, was killed, or broke the protocol)."""
-
-
 class _Worker:
     """One container, attached, speaking the server's protocol."""
 
