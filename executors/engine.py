@@ -60,7 +60,7 @@ def connect(timeout: float = API_TIMEOUT_S, pool: int = 10) -> docker.DockerClie
             client = docker.DockerClient(base_url=context.Host, tls=context.TLSConfig, timeout=first,
                                          max_pool_size=pool)
     except Exception as exc:  # noqa: BLE001 - whatever the SDK raises: one line
-        raise SandboxUnavailable(f"the Docker engine at {url} does not answer ({reason(exc)}): {ENGINE_HINT}") from None
+        raise SandboxUnavailable(f"the Docker engine does not answer at {url} ({reason(exc)}): {ENGINE_HINT}") from None
     client.api.timeout = timeout  # every later request passes it (APIClient._set_request_timeout)
     return client
 
@@ -93,7 +93,7 @@ def check_available(image: str, missing: str = "run `make images` (bash containe
             raise SandboxUnavailable(f"the execution image {image} is missing from the engine at {engine_url()}: "
                                      f"{missing}") from None
         except Exception as exc:  # noqa: BLE001
-            raise SandboxUnavailable(f"the Docker engine at {engine_url()} does not answer ({reason(exc)}): "
+            raise SandboxUnavailable(f"the Docker engine does not answer at {engine_url()} ({reason(exc)}): "
                                      f"{ENGINE_HINT}") from None
     finally:
         if own:
