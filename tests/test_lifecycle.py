@@ -150,7 +150,9 @@ def test_a_stopped_run_leaves_nothing_behind_and_resumes(workload, data_dir, sig
     expected = metrics_of_a_clean_run(workload, data_dir)
     out = root / f"stopped-{signal.Signals(signum).name}-{executor}"
     pid, code, stderr, tree, took = stop_mid_run(workload, data_dir, out, signum, executor)
-    assert len(tree) > 2, "the run should have a Prefect server and sandbox processes as children"
+    # children: the Prefect server, and the local sandbox's processes (the Docker sandbox has no client
+    # process since it drives the engine through the SDK: its containers were seen by running_programs)
+    assert len(tree) > (1 if executor == "docker" else 2), "the run should have a Prefect server (and sandbox processes)"
     if signum == signal.SIGTERM:
         assert code == 128 + signal.SIGTERM and took < 10, (code, took, stderr[-2000:])
         assert "interrupted (SIGTERM); finished shards are kept" in stderr

@@ -1,5 +1,5 @@
-"""Running a repository's tests: in the execution image with the repository mounted (Docker),
-or as a host process (local, development only). Both go through guard.py, which enforces the
+"""Running a repository's tests: in the execution image with the repository mounted (Docker,
+through the SDK: the engine of DOCKER_HOST / the docker context), or as a host process (local, development only). Both go through guard.py, which enforces the
 reference's time limit and kills the whole process tree."""
 from __future__ import annotations
 
@@ -36,7 +36,6 @@ class TestRunner:
     image: str = ""
     memory_mb: int = 5120  # EvoCodeBench's 5 GB RSS check, as the container's memory limit
     pids: int = 512
-    docker: tuple[str, ...] = ("docker",)
 
     def run(self, project_dir: Path, project_path: str, env_dir: Path, args: Sequence[str],
             timeout_s: float) -> TestRun:
@@ -45,27 +44,63 @@ class TestRunner:
         if self.kind == "local":
             env = {**os.environ, "PYTHONPATH": str(env_dir), "PYTHONDONTWRITEBYTECODE": "1"}
             cmd = ["python3", "-B", str(GUARD), str(timeout_s), "python3", *pytest]
-            return _run(cmd, project_dir, env, timeout_s, None)
+            return _run(cmd, project_dir, env, timeout_s)
         name = f"codeeval-repo-{uuid.uuid4().hex[:12]}"
         workdir = f"/src/{project_path}"
-        from codeeval.executors.docker_sandbox import LABEL, OWNER_LABEL, _owner_id
+        from codeeval.executors.owners import LABEL, OWNER_LABEL, _owner_id
 
         # the sandbox's labels: any codeeval run's sweep removes it once this process is gone
-        cmd = [*self.docker, "run", "-i", "--rm", "--name", name, "--label", f"{LABEL}=repo",
-               "--label", f"{OWNER_LABEL}={_owner_id()}",
-               "--network", "none", "--read-only", "--tmpfs", "/tmp:rw,exec,size=512m",
-               "--memory", f"{self.memory_mb}m", "--memory-swap", f"{self.memory_mb}m",
-               "--pids-limit", str(self.pids), "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-               "--user", f"{os.getuid()}:{os.getgid()}",
-               "-e", "HOME=/tmp", "-e", "PYTHONPATH=/env", "-e", "PYTHONDONTWRITEBYTECODE=1",
-               "-v", f"{env_dir}:/env:ro", "-v", f"{GUARD}:/opt/codeeval-repo/guard.py:ro",
-               "-v", f"{project_dir}:{workdir}", "-w", workdir,
-               self.image, "python3", "-B", "/opt/codeeval-repo/guard.py", str(timeout_s), "python3", *pytest]
-        return _run(cmd, None, None, timeout_s, [*self.docker, "rm", "-f", name])
+        flags = ["--label", f"{LABEL}=repo", "--label", f"{OWNER_LABEL}={_owner_id()}",
+                 "--network", "none", "--read-only", "--tmpfs", "/tmp:rw,exec,size=512m",
+                 "--memory", f"{self.memory_mb}m", "--memory-swap", f"{self.memory_mb}m",
+                 "--pids-limit", str(self.pids), "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+                 "--user", f"{os.getuid()}:{os.getgid()}",
+                 "-e", "HOME=/tmp", "-e", "PYTHONPATH=/env", "-e", "PYTHONDONTWRITEBYTECODE=1",
+                 "-v", f"{env_dir}:/env:ro", "-v", f"{GUARD}:/opt/codeeval-repo/guard.py:ro",
+                 "-v", f"{project_dir}:{workdir}", "-w", workdir]
+        command = ["python3", "-B", "/opt/codeeval-repo/guard.py", str(timeout_s), "python3", *pytest]
+        return _run_container(self.image, command, flags, name, timeout_s)
 
 
-def _run(cmd: list[str], cwd: Optional[Path], env: Optional[dict], timeout_s: float,
-         kill: Optional[list[str]]) -> TestRun:
+def _run_container(image: str, command: list[str], flags: list[str], name: str, timeout_s: float) -> TestRun:
+    """The tests in a container through the Docker SDK. Its stdin stays attached while they run:
+    guard.py kills everything when it closes (we died). Not auto-removed, so that its exit code
+    can be read however fast it exits; removed here, or by the next sweep if we die."""
+    from codeeval.executors import engine
+    from codeeval.executors.attached import Attached, StartFailed
+
+    started = time.monotonic()
+    try:
+        client = engine.connect()
+    except engine.SandboxUnavailable as exc:
+        return TestRun(125, False, time.monotonic() - started, f"codeeval: {exc}")
+    try:
+        try:
+            box = Attached(client, image, command, flags, name, merge_stderr=True, auto_remove=False)
+        except StartFailed as exc:  # 125: what `docker run` exits with when it cannot start the container
+            return TestRun(125, False, time.monotonic() - started, f"codeeval: {exc}")
+        chunks: list[bytes] = []
+        reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: os.read(box.stdout_fd, 65536), b"")),
+                                  daemon=True)
+        reader.start()
+        try:  # guard.py enforces timeout_s; this backstop only catches a runner that hangs itself
+            code = box.wait(timeout_s + 60)
+            if code is None:
+                box.kill()
+            reader.join(10)
+        finally:
+            box.close_stdin()
+            box.remove()
+    finally:
+        client.close()
+    out = _tail(b"".join(chunks))
+    if code is None:
+        return TestRun(None, True, time.monotonic() - started, out + "\ncodeeval: runner backstop expired")
+    return TestRun(code, code == TIMED_OUT, time.monotonic() - started, out)
+
+
+def _run(cmd: list[str], cwd: Optional[Path], env: Optional[dict], timeout_s: float) -> TestRun:
+    """The tests as a host process (local kind)."""
     started = time.monotonic()
     # stdin stays open while the tests run: guard.py kills everything when it closes (we died)
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -77,8 +112,6 @@ def _run(cmd: list[str], cwd: Optional[Path], env: Optional[dict], timeout_s: fl
         # guard.py enforces timeout_s; this backstop only catches a runner that hangs itself
         code = proc.wait(timeout=timeout_s + 60)
     except subprocess.TimeoutExpired:
-        if kill:
-            subprocess.run(kill, capture_output=True)
         os.killpg(proc.pid, 9)
         proc.wait()
         code = None

@@ -1,0 +1,118 @@
+"""One sandbox container and the host side of docker_server.py's protocol: length-prefixed
+JSON requests on its stdin, answers on its stdout, each read against a deadline."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import select
+import struct
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+from codeeval.executors import cputime
+from codeeval.executors.attached import Attached, StartFailed
+from codeeval.executors.base import Program, rlimit_spec, safe_name
+from codeeval.executors.owners import LABEL, OWNER_LABEL
+
+if TYPE_CHECKING:
+    from codeeval.executors.docker_sandbox import DockerSandbox
+
+SERVER = "/opt/codeeval/docker_server.py"
+FIRST_UID = 10000  # the image has users sandbox0..127 = uid 10000..10127
+N_UIDS = 128
+
+
+class WorkerDied(Exception):
+    """The container stopped answering (died, was killed, or broke the protocol)."""
+
+
+class _Worker:
+    """One container, attached, speaking the server's protocol."""
+
+    def __init__(self, sandbox: "DockerSandbox", slot: int):
+        self.sandbox = sandbox
+        self.name = f"codeeval-{os.getpid()}-{uuid.uuid4().hex[:8]}-{slot}"
+        uid = FIRST_UID + slot % N_UIDS
+        try:
+            self.container = Attached(
+                sandbox.client, sandbox.image, ["python3", "-I", SERVER],
+                ["--label", f"{LABEL}={sandbox.id}", "--label", f"{OWNER_LABEL}={sandbox.owner}",
+                 *sandbox.run_flags, "--user", f"{uid}:{uid}"], self.name)
+        except StartFailed as exc:
+            raise WorkerDied(str(exc)) from None
+        self.rfd = self.container.stdout_fd
+        try:
+            hello = self._receive(time.monotonic() + sandbox.container.start_timeout_s)
+            if not hello.get("ready"):
+                raise WorkerDied(f"unexpected greeting {hello!r}")
+            self.hello = hello  # the server's pid, uid, python and CPU clock
+        except BaseException:
+            self.stop()
+            raise
+
+    def send(self, program: Program) -> None:
+        """Queue a program (the server runs its requests one at a time, in order)."""
+        limits = self.sandbox.limits
+        request = {
+            "key": program.key, "code": program.code, "timeout": program.timeout_s, "wall": program.backstop_s,
+            "guard": program.guard,
+            # No RLIMIT_NPROC: the kernel counts it per uid host-wide (no user namespace), so
+            # containers would share it; the container's --pids-limit bounds the processes.
+            "rlimits": rlimit_spec(limits, program.timeout_s, nproc=False), "tail": limits.tail_bytes,
+            "result_bytes": limits.result_bytes, "preimport": list(program.preimport),
+            "speed_reference": limits.speed_reference_s,
+            "merge_stderr": program.merge_stderr,
+            "files": {safe_name(n): base64.b64encode(d).decode() for n, d in program.files.items()},
+        }
+        body = json.dumps(request).encode()
+        try:
+            self.container.write(struct.pack(">I", len(body)) + body)
+        except (OSError, ValueError, AttributeError) as exc:
+            raise WorkerDied(f"cannot send to the container: {exc}; {self.diagnosis()}") from None
+
+    def receive(self, program: Program, since: float) -> dict:
+        """The answer for `program`, the oldest one sent; it may have started at `since` at the earliest."""
+        # the server may stretch the backstop up to MAX_SLOWDOWN times (slow or crowded host)
+        response = self._receive(since + program.backstop_s * cputime.MAX_SLOWDOWN + self.sandbox.container.grace_s)
+        if response.get("key") != program.key:
+            raise WorkerDied(f"protocol error: answer for {response.get('key')!r}, expected {program.key!r}")
+        return response
+
+    def _read_exact(self, n: int, deadline: float) -> bytes:
+        chunks, got = [], 0
+        while got < n:
+            left = max(0.0, deadline - time.monotonic())
+            try:  # past the deadline, one last look (timeout 0): the answer may be there already
+                ready, _, _ = select.select([self.rfd], [], [], left)
+                if not ready:
+                    if left > 0:
+                        continue
+                    raise WorkerDied(f"no answer from the container in time; {self.diagnosis()}")
+                chunk = os.read(self.rfd, n - got)
+            except (OSError, ValueError) as exc:
+                raise WorkerDied(f"lost the container's output: {exc}") from None
+            if not chunk:
+                raise WorkerDied(f"the container closed its output; {self.diagnosis()}")
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+
+    def _receive(self, deadline: float) -> dict:
+        size = struct.unpack(">I", self._read_exact(4, deadline))[0]
+        if size > 64 * 1024 * 1024:
+            raise WorkerDied(f"protocol error: frame of {size} bytes")
+        try:
+            return json.loads(self._read_exact(size, deadline))
+        except ValueError as exc:
+            raise WorkerDied(f"protocol error: {exc}") from None
+
+    def diagnosis(self) -> str:
+        err = self.container.stderr()[-500:]
+        return f"{self.name}: {self.container.state()}" + (f"; stderr: {err}" if err else "")
+
+    def stop(self) -> None:
+        """Close the container's stdin (the server exits, auto-remove deletes it) and make sure it is gone."""
+        self.container.close_stdin()
+        self.container.remove()

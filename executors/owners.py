@@ -1,0 +1,81 @@
+"""Who owns a sandbox container, and sweeping the containers of runs that died.
+
+Every container we start carries LABEL and OWNER_LABEL = host/boot/pid/start-time of the
+process that started it. A container removes itself when its owner dies (its attached stdin
+closes, the server exits, auto-remove); a new sandbox also removes any whose owner is gone
+(a crash that left one behind, e.g. an engine that was restarted meanwhile).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import docker.errors
+
+LABEL = "codeeval.sandbox"
+OWNER_LABEL = "codeeval.owner"
+
+
+def _owner_id(pid: int | None = None) -> str:
+    """host/boot/pid/start-time of a process: unique even when pids are reused."""
+    pid = pid or os.getpid()
+    try:
+        boot = open("/proc/sys/kernel/random/boot_id").read().strip()[:8]
+    except OSError:
+        boot = "noboot"
+    return f"{socket.gethostname()}/{boot}/{pid}/{_start_time(pid)}"
+
+
+def _start_time(pid: int) -> str:
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "?"
+
+
+def _owner_alive(owner: str) -> bool:
+    try:
+        host, boot, pid, start = owner.split("/")
+    except ValueError:
+        return False
+    if host != socket.gethostname():
+        return True  # another machine's container on a shared engine: not ours to judge
+    return _owner_id(int(pid)) == owner
+
+
+def _ours(api) -> dict[str, str]:
+    """name -> owner of every sandbox container on the engine, running or not."""
+    return {c["Names"][0].lstrip("/"): (c.get("Labels") or {}).get(OWNER_LABEL, "")
+            for c in api.containers(all=True, filters={"label": LABEL}) if c.get("Names")}
+
+
+def sweep_stale(client) -> list[str]:
+    """Remove sandbox containers whose owner process is gone (a crashed run). Returns their names."""
+    stale = [name for name, owner in _ours(client.api).items() if not _owner_alive(owner)]
+    for name in stale:
+        remove(client.api, name)
+    if stale:
+        _wait_removed(client.api, stale)
+    return stale
+
+
+def remove(api, name: str) -> None:
+    """Force-remove a container; one already gone, or being removed by auto-remove, is fine."""
+    try:
+        api.remove_container(name, force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:  # 409: removal already in progress
+            raise
+
+
+def _wait_removed(api, names: list[str], seconds: float = 10.0) -> None:
+    """Wait until the containers are gone (an auto-remove may still be in progress)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not set(names) & set(_ours(api)):
+            return
+        time.sleep(0.1)
