@@ -96,21 +96,6 @@ def sandbox_uid_processes() -> list[str]:
             if line.startswith("Uid:") and 10000 <= int(line.split()[1]) < 10128]
 
 
-def docker_clients_of(pid: int) -> list[int]:
-    """`docker run` client processes that are children of `pid`."""
-    kids = []
-    for child, stat in _proc("stat"):
-        if int(stat.rsplit(")", 1)[1].split()[1]) != pid:
-            continue
-        try:
-            cmd = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if cmd and cmd[0].endswith(b"docker"):
-            kids.append(int(child))
-    return kids
-
-
 def container_ids(names: list[str]) -> list[str]:
     if not names:
         return []
