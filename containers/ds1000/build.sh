@@ -63,7 +63,7 @@ docker commit \
 docker rm -f "$tmp" >/dev/null
 rm -rf "$stage"
 docker run --rm --network none --read-only --tmpfs /tmp "$image" python3 -c \
-    'import numpy, pandas, scipy, sklearn, matplotlib.pyplot, torch; import sys; sys.path.insert(0, "/opt/codeeval"); import docker_server' \
+    'import numpy, pandas, scipy, sklearn, matplotlib.pyplot, torch, tensorflow; import sys; sys.path.insert(0, "/opt/codeeval"); import docker_server' \
     || { docker rmi "$image" >/dev/null 2>&1 || true; die "the new image cannot import its packages or its server"; }
 size=$(docker image inspect --format '{{.Size}}' "$image")
 say "built $image in $(( $(date +%s) - started ))s, $(( size / 1000000 )) MB."
