@@ -157,6 +157,10 @@ def test_2022_harness_verdicts(sandbox):
             for p in torch_problems]
     assert [r["task_id"] for r in execute_rows(insert_task, torch_problems, rows, sandbox) if r["passed"]] == \
         ["DS1000/Pytorch/Insertion/q0", "DS1000/Pytorch/Insertion/q1"]
+    tf_task = get_task("ds1000-tensorflow-insertion")  # TensorFlow's answers are pickled tensors
+    tf_problem = tf_task.load(LoadOptions(FIXTURES))[1]
+    assert [v.passed for v in run(tf_task, tf_problem, [tf_task.reference_solution(tf_problem), "result = t"],
+                                  sandbox)] == [True, False]
 
 
 def test_flow_reference_oracle_on_the_2022_format(prefect_api, sandbox, tmp_path, capsys):

@@ -48,6 +48,8 @@ cp executors/runner.py executors/cputime.py executors/docker_server.py "$stage/o
 # Byte-compile with the image's interpreter: its root file system is read-only in the sandbox (torch
 # ships one test helper in Python 3.12 syntax, py312_intrinsics.py, left uncompiled). matplotlib
 # needs a writable config dir (it ignores a read-only one): MPLCONFIGDIR is on the sandbox's /tmp.
+# TensorFlow starts two threads per host core unless told (the container's --pids-limit counts
+# them): one per pool, as OMP_NUM_THREADS=1 does for torch; its INFO log lines are silenced.
 docker create --name "$tmp" --network none "$base" \
     python3 -m compileall -q -j 0 -x py312_intrinsics /usr/local/lib/python3.11/dist-packages /opt/codeeval >/dev/null
 docker cp "$stage/." "$tmp:/"
@@ -56,7 +58,7 @@ say "docker commit -> $image"
 docker commit \
     --change 'USER 10000:10000' \
     --change 'WORKDIR /tmp' \
-    --change 'ENV PYTHONDONTWRITEBYTECODE=1 MPLCONFIGDIR=/tmp/matplotlib MPLBACKEND=Agg' \
+    --change 'ENV PYTHONDONTWRITEBYTECODE=1 MPLCONFIGDIR=/tmp/matplotlib MPLBACKEND=Agg TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 TF_CPP_MIN_LOG_LEVEL=1' \
     --change "LABEL codeeval.recipe=$image" \
     --change 'CMD ["python3", "-I", "/opt/codeeval/docker_server.py"]' \
     "$tmp" "$image" >/dev/null
