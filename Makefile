@@ -23,7 +23,7 @@ images: images-python
 images-python: venv engine
 	bash containers/build.sh
 
-# DS-1000's image (numpy, scipy, pandas, scikit-learn, matplotlib, torch CPU; about 1 GB): only on
+# DS-1000's image (numpy, scipy, pandas, scikit-learn, matplotlib, torch and tensorflow CPU; about 2.5 GB): only on
 # demand, so that the default set-up stays fast; the DS-1000 tests build it themselves.
 images-ds1000: venv engine
 	bash containers/ds1000/build.sh

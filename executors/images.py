@@ -22,7 +22,7 @@ BASE_FILES = ("containers/base/rootfs.sh", "containers/lib.sh")
 PACKAGES_FILES = ("containers/python/requirements.txt", "containers/python/stage.sh")
 SERVER_FILES = ("containers/server_layer.sh", "executors/runner.py", "executors/cputime.py", "executors/docker_server.py")
 PYTHON_FILES = ("containers/build.sh", *SERVER_FILES)
-# The DS-1000 image: the base + the data-science stack (torch CPU) + the same server; built on demand only.
+# The DS-1000 image: the base + the data-science stack (torch and tensorflow CPU) + the same server; on demand only.
 DS1000_FILES = ("containers/ds1000/requirements.txt", "containers/ds1000/build.sh", *SERVER_FILES)
 # MultiPL-E: Debian toolchains (bookworm for 20 languages, trixie for Swift), then the same sandbox server.
 MULTIPLE_TOOLCHAINS = {suite: ("containers/multiple/rootfs.sh", "containers/lib.sh", f"containers/multiple/{suite}.txt")
@@ -63,9 +63,9 @@ def python_image() -> str:
 
 
 def ds1000_image() -> str:
-    """DS-1000's sandbox image: numpy, scipy, pandas, scikit-learn, matplotlib and torch (CPU) at
-    the releases closest to DS-1000's own for CPython 3.11, and the sandbox server. Not built by
-    `make images` (about 1.4 GB): `make images-ds1000` (containers/ds1000/build.sh)."""
+    """DS-1000's sandbox image: numpy, scipy, pandas, scikit-learn, matplotlib, torch and
+    tensorflow (CPU) at the releases closest to DS-1000's own for CPython 3.11, and the sandbox
+    server. Not built by `make images` (about 2.5 GB): `make images-ds1000` (containers/ds1000/build.sh)."""
     return f"codeeval-ds1000:{_digest(DS1000_FILES, base_image())}"
 
 

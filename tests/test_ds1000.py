@@ -3,8 +3,8 @@ post-processing, samples executed in the DS-1000 image (built here on demand, as
 images-ds1000` does), and bigcode's mean pass@1.
 
 Fixtures: tests/fixtures/ds1000 (invented problems, five per library, written by its
-make_fixtures.py in the 2022 folder format and in xlang-ai's jsonl format). The image has no
-tensorflow: the Tensorflow problems' reference solutions fail there (docs/deviations.md).
+make_fixtures.py in the 2022 folder format and in xlang-ai's jsonl format). The reference
+solutions of every library, TensorFlow's included, pass in both formats.
 """
 from __future__ import annotations
 
@@ -115,14 +115,16 @@ def run(task, problem, completions, sandbox):
     return [verdict_of(r) for r in execute_rows(task, [problem], rows, sandbox)]
 
 
-def test_current_format_oracle_passes_but_tensorflow(new_dir, sandbox):
+def test_current_format_oracle_passes_every_problem(new_dir, sandbox):
     task = get_task("ds1000-all-completion")
     problems = task.load(LoadOptions(new_dir))
     rows = [{"task_id": p.task_id, "sample": 0, "completion": task.reference_solution(p)} for p in problems]
     executed = execute_rows(task, problems, rows, sandbox)
-    failed = [r["task_id"] for r in executed if not r["passed"]]
-    assert failed == [f"DS1000/Tensorflow/Completion/q{i}" for i in range(5)]
-    assert all("No module named 'tensorflow'" in r["stderr_tail"] for r in executed if not r["passed"])
+    assert len(executed) == 35 and [r["task_id"] for r in executed if not r["passed"]] == []
+    tf_task = get_task("ds1000-tensorflow-completion")  # a wrong TensorFlow answer still fails
+    tf_problem = tf_task.load(LoadOptions(new_dir))[0]
+    assert [v.passed for v in run(tf_task, tf_problem, ["result = tf.reduce_sum(t) + 1",
+                                                        tf_task.reference_solution(tf_problem)], sandbox)] == [False, True]
     numpy = [p for p in problems if p.record["lib"] == "Numpy"]
     verdicts = run(task, numpy[0], ["result = a * 3", "result = a * 2\nimport sys\nsys.exit(0)", "result = a + a"],
                    sandbox)
@@ -155,6 +157,10 @@ def test_2022_harness_verdicts(sandbox):
             for p in torch_problems]
     assert [r["task_id"] for r in execute_rows(insert_task, torch_problems, rows, sandbox) if r["passed"]] == \
         ["DS1000/Pytorch/Insertion/q0", "DS1000/Pytorch/Insertion/q1"]
+    tf_task = get_task("ds1000-tensorflow-insertion")  # TensorFlow's answers are pickled tensors
+    tf_problem = tf_task.load(LoadOptions(FIXTURES))[1]
+    assert [v.passed for v in run(tf_task, tf_problem, [tf_task.reference_solution(tf_problem), "result = t"],
+                                  sandbox)] == [True, False]
 
 
 def test_flow_reference_oracle_on_the_2022_format(prefect_api, sandbox, tmp_path, capsys):
@@ -164,6 +170,5 @@ def test_flow_reference_oracle_on_the_2022_format(prefect_api, sandbox, tmp_path
                  "--data-dir", str(FIXTURES), "--output-dir", str(tmp_path)]) == 0
     capsys.readouterr()
     results = json.loads((tmp_path / "results.json").read_text())["ds1000-all-completion"]
-    assert results["pass@1"] == pytest.approx(30 / 35) and results["mean pass@1 accuracy (1 samples)"] == results["pass@1"]
-    assert {k: v for k, v in results.items() if k.startswith("pass@1/")} == {
-        **{f"pass@1/{lib}": 1.0 for lib in LIBS}, "pass@1/Tensorflow": 0.0}
+    assert results["pass@1"] == 1.0 and results["mean pass@1 accuracy (1 samples)"] == 1.0
+    assert {k: v for k, v in results.items() if k.startswith("pass@1/")} == {f"pass@1/{lib}": 1.0 for lib in LIBS}

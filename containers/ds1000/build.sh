@@ -40,11 +40,14 @@ rm -rf "$site/bin"
 
 # The server layer compiles the packages too, with the image's interpreter (torch ships one test
 # helper in Python 3.12 syntax, py312_intrinsics.py, left uncompiled). matplotlib needs a writable
-# config dir (it ignores a read-only one): MPLCONFIGDIR is on the sandbox's /tmp.
-server_layer "$base" "$stage" "$image" "MPLCONFIGDIR=/tmp/matplotlib MPLBACKEND=Agg" \
+# config dir (it ignores a read-only one): MPLCONFIGDIR is on the sandbox's /tmp. TensorFlow starts
+# two threads per host core unless told (the container's --pids-limit counts them): one per pool,
+# as OMP_NUM_THREADS=1 does for torch; its INFO log lines are silenced.
+server_layer "$base" "$stage" "$image" \
+    "MPLCONFIGDIR=/tmp/matplotlib MPLBACKEND=Agg TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 TF_CPP_MIN_LOG_LEVEL=1" \
     -x py312_intrinsics /usr/local/lib/python3.11/dist-packages
 docker run --rm --network none --read-only --tmpfs /tmp "$image" python3 -c \
-    'import numpy, pandas, scipy, sklearn, matplotlib.pyplot, torch; import sys; sys.path.insert(0, "/opt/codeeval"); import docker_server' \
+    'import numpy, pandas, scipy, sklearn, matplotlib.pyplot, torch, tensorflow; import sys; sys.path.insert(0, "/opt/codeeval"); import docker_server' \
     || { docker rmi "$image" >/dev/null 2>&1 || true; die "the new image cannot import its packages or its server"; }
 size=$(docker image inspect --format '{{.Size}}' "$image")
 say "built $image in $(( $(date +%s) - started ))s, $(( size / 1000000 )) MB."
