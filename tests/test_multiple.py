@@ -106,6 +106,21 @@ def test_julia_is_reported_unavailable_not_skipped():
         DockerSandbox(runtime="multiple-jl")
 
 
+def test_status_labels_follow_multipl_e_evaluators():
+    """The labels of failing programs as MultiPL-E's eval_<lang>.py give them (checked against the
+    upstream evaluator on the same programs: bench/multiple_reference.py, docs/multiple.md)."""
+    from codeeval.executors.multiple import languages as ml
+
+    assert ml.js_rule(1, "", "ReferenceError: undefinedName is not defined") == "ReferenceError"
+    assert ml.js_rule(1, "SyntaxError: Unexpected token", "") == "SyntaxError"  # js: both streams
+    assert ml.ts_rule(1, "SyntaxError", "Error: no") == "Exception"  # ts: stderr only
+    assert ml.r_rule(3, "", "") == "AssertionError" and ml.r_rule(1, "", "Error: unexpected ')'") == "SyntaxError"
+    assert ml.rb_rule(1, "", "") == "Exception" and ml.rb_rule(1, "", "RuntimeError") == "SyntaxError"
+    assert ml.elixir_rule(2, "Assertion with == failed", "") == "AssertionError"
+    assert ml.ml_rule(2, "", "Error: Syntax error") == "SyntaxError"
+    assert ml.cs_rule(3, "", "") == "OK"  # exit code ignored: bigcode's rule (OK and exit 0) still fails it
+
+
 # -- runners through the real containers -----------------------------------------------------
 def test_every_language_passes_right_bodies_and_fails_wrong_ones(boxes, data_dir):
     jobs, expect = [], []
