@@ -20,7 +20,9 @@ exit code too (except for timeouts: upstream reports -1 or None, ours None).
         [--langs cpp,py] [--json out.json]
 
 An --upstream is `GITDIR:SUBPATH` (files at HEAD) or a folder; a later one adds only files the
-earlier ones lack.
+earlier ones lack. `--reuse` / `--ours-reuse` take either side's verdicts from an earlier --json
+(by language and case), `--table A.json B.json` prints the table of merged files. Upstream
+limits are wall-clock: run it on a quiet machine, or slow compilers (tsc, scalac) time out.
 """
 from __future__ import annotations
 
