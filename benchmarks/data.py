@@ -32,12 +32,18 @@ def load_hf(dataset_id: str, split: str, name: Optional[str] = None, local_hint:
     """Load a split from the HF hub (or the local HF cache), as bigcode does. Without the hub
     and without a cached copy this fails at once, naming --data-dir (`local_hint`: the files
     it expects), instead of letting datasets retry for minutes."""
+    where = f" (expects {local_hint})" if local_hint else ""
     if not hub.cached_dataset(dataset_id) and not hub.reachable():
-        where = f" (expects {local_hint})" if local_hint else ""
         raise UsageError(f"dataset {dataset_id!r} is not in the local HF cache and {hub.unreachable_reason()}: "
                          f"pass --data-dir with a local copy in the upstream format{where}")
     hub.go_offline_if_unreachable()  # a cached copy then loads without retries
     import datasets  # heavy: only when the hub path is taken
 
-    ds = datasets.load_dataset(dataset_id, name, split=split)
+    try:
+        ds = datasets.load_dataset(dataset_id, name, split=split)
+    except (OSError, ValueError) as exc:  # a hub that answers but serves nothing, a config not cached, ...
+        cause = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise UsageError(f"dataset {dataset_id!r}" + (f" ({name})" if name else "") + f" could not be loaded: "
+                         f"{type(exc).__name__}: {cause}; pass --data-dir with a local copy in the upstream "
+                         f"format{where}") from None
     return [dict(row) for row in ds]

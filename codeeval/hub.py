@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -134,8 +135,17 @@ def cached_dataset(dataset_id: str) -> bool:
         return True
     explicit = os.environ.get("HF_DATASETS_CACHE")
     root = Path(explicit).expanduser() if explicit else _hf_home() / "datasets"
-    name = dataset_id.replace("/", "___")
-    return root.is_dir() and any(p.name == name or p.name.endswith("___" + name) for p in root.iterdir())
+    names = {dataset_id.replace("/", "___"), _datasets_cache_name(dataset_id)}
+    return root.is_dir() and any(p.name in names or p.name.endswith(tuple("___" + n for n in names))
+                                 for p in root.iterdir())
+
+
+def _datasets_cache_name(dataset_id: str) -> str:
+    """The folder datasets caches a hub dataset in: `nuprl/MultiPL-E` -> `nuprl___multi_pl-e`
+    (datasets' camelcase_to_snakecase of the name; not imported here, datasets is heavy)."""
+    *namespace, name = dataset_id.split("/")
+    name = re.sub(r"([a-z\d])([A-Z])", r"\1_\2", re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)).lower()
+    return "___".join([*namespace, name])
 
 
 def unreachable_reason() -> str:

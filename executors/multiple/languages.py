@@ -24,6 +24,7 @@ from codeeval.executors.base import FAILED, PASSED, SANDBOX_ERROR, TIMEOUT, Outc
 HARNESS = (Path(__file__).with_name("harness.py")).read_text()
 
 OK, SYNTAX, EXCEPTION, ASSERTION, TIMED_OUT = "OK", "SyntaxError", "Exception", "AssertionError", "Timeout"
+REFERENCE = "ReferenceError"
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,40 @@ def marker(text: str, status: str, where: str = "stderr") -> Rule:
     return rule
 
 
+def _node_status(text: str) -> str:
+    return (ASSERTION if "ERR_ASSERTION" in text else SYNTAX if "SyntaxError" in text
+            else REFERENCE if "ReferenceError" in text else EXCEPTION)
+
+
 def js_rule(code: int, out: str, err: str) -> str:
-    return OK if code == 0 else ASSERTION if "ERR_ASSERTION" in out + err else EXCEPTION
+    """eval_javascript looks for the markers in `str(CompletedProcess)`: both streams."""
+    return OK if code == 0 else _node_status(out + err)
+
+
+def ts_rule(code: int, out: str, err: str) -> str:
+    """eval_ts looks for the same markers in node's stderr only."""
+    return OK if code == 0 else _node_status(err)
+
+
+def elixir_rule(code: int, out: str, err: str) -> str:
+    """eval_elixir (nuprl) looks in both streams (ExUnit reports failures on stdout)."""
+    if code == 0:
+        return OK
+    text = out + err
+    return ASSERTION if "Assertion with == failed" in text else SYNTAX if "SyntaxError" in text else EXCEPTION
+
+
+def ml_rule(code: int, out: str, err: str) -> str:
+    if code == 0:
+        return OK
+    return ASSERTION if "Assert_failure" in err else SYNTAX if "Syntax error" in err else EXCEPTION
+
+
+def r_rule(code: int, out: str, err: str) -> str:
+    """eval_r: `unexpected` anywhere is a SyntaxError; a failure with an empty stderr an AssertionError."""
+    if code == 0:
+        return OK
+    return SYNTAX if "unexpected" in out + err else ASSERTION if not err else EXCEPTION
 
 
 def cs_rule(code: int, out: str, err: str) -> str:
@@ -100,7 +133,8 @@ def quiet_rule(syntax: str = "") -> Rule:
 
 
 def rb_rule(code: int, out: str, err: str) -> str:
-    return OK if code == 0 else EXCEPTION if not err else SYNTAX if "SyntaxError" in err else EXCEPTION
+    """eval_ruby: a failure with an empty stderr is an Exception, with anything on stderr a SyntaxError."""
+    return OK if code == 0 else EXCEPTION if not err else SYNTAX
 
 
 @dataclass(frozen=True)
@@ -162,7 +196,7 @@ LANGUAGES: dict[str, Language] = {lang.name: lang for lang in (
     # then an Exception; rdmd's one-step run labels it by "Error:" in stderr).
     _compiled("d", ("ldmd2", "-unittest", "-main", "-of={stem}", "{file}"), ("./{stem}",), rule=d_rule),
     Language("elixir", "Problem.exs", (Step(("elixir", "{file}"), 5.0),),
-             rule=marker("Assertion with == failed", ASSERTION)),
+             rule=elixir_rule),
     Language("go", "problem_test.go", (Step(("go", "test", "{file}"), 30.0),), rule=go_rule,
              env={"GOCACHE": "{work}/.gocache", "GOPATH": "{work}/.gopath", "GO111MODULE": "off"}),
     _one("hs", ("runghc", "{file}")),
@@ -171,11 +205,11 @@ LANGUAGES: dict[str, Language] = {lang.name: lang for lang in (
               env={"CLASSPATH": "/usr/multiple/javatuples-1.2.jar"}),
     _one("js", ("node", "{file}"), 5.0, rule=js_rule),
     _one("lua", ("lua5.3", "{file}")),
-    _one("ml", ("ocaml", "{file}"), rule=marker("Assert_failure", ASSERTION)),
+    _one("ml", ("ocaml", "{file}"), rule=ml_rule),
     _one("php", ("php", "{file}"), rule=php_rule),
     _one("pl", ("perl", "{file}"), rule=pl_rule),
     _one("py", ("python3", "{file}"), rule=marker("SyntaxError", SYNTAX)),
-    _one("r", ("Rscript", "{file}"), 5.0, rule=marker("unexpected", SYNTAX)),
+    _one("r", ("Rscript", "{file}"), 5.0, rule=r_rule),
     _one("rb", ("ruby", "{file}"), 5.0, rule=rb_rule),
     _one("rkt", ("racket", "{file}"), rule=quiet_rule("read-syntax")),
     _compiled("rs", ("rustc", "{file}", "-o", "{stem}"), ("./{stem}",), run_s=5.0),
@@ -183,7 +217,7 @@ LANGUAGES: dict[str, Language] = {lang.name: lang for lang in (
               compile_s=45.0, rule=quiet_rule(), dirs=("classes",)),
     _one("sh", ("bash", "{file}"), rule=marker("syntax error", SYNTAX)),
     _compiled("swift", ("swiftc", "{file}", "-o", "{stem}"), ("./{stem}",), compile_s=45.0, run_s=5.0),
-    _compiled("ts", ("tsc", "--target", "esnext", "{file}"), ("node", "{stem}.js"), rule=js_rule),
+    _compiled("ts", ("tsc", "--target", "esnext", "{file}"), ("node", "{stem}.js"), rule=ts_rule),
 )}
 
 # Languages with prompts but no toolchain (executors/images.py raises for their runtime).
