@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from codeeval import artifacts
 from codeeval.config import RunConfig

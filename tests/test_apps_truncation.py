@@ -19,7 +19,7 @@ import pytest
 from docker_env import ensure_images, unstretched
 
 from codeeval.benchmarks.registry import get_task
-from codeeval.benchmarks.spec import LoadOptions, Sample, Verdict
+from codeeval.benchmarks.spec import LoadOptions, Sample
 from codeeval.execute import execute_rows, verdict_of
 from codeeval.executors.docker_sandbox import DockerSandbox
 from codeeval.generate import generate_rows
