@@ -22,6 +22,7 @@ from typing import Any, Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from codeeval import storage
 from codeeval.benchmarks.spec import Problem
 
 PROBLEMS_SCHEMA = pa.schema([
@@ -83,6 +84,7 @@ def _atomic(path: Path, write) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    storage.publish(path)  # to the fsspec store, when CODEEVAL_STORAGE is a URL
     return path
 
 
@@ -122,14 +124,14 @@ def written_with(path: Path, key: str) -> bool:
     """Whether `path` is a finished shard for `key`. A kill between the file's rename and
     Prefect's cache record would otherwise make the next run redo a finished shard."""
     try:
-        metadata = pq.read_schema(path).metadata or {}
+        metadata = pq.read_schema(storage.fetch(path)).metadata or {}
     except (OSError, pa.ArrowInvalid):
         return False
     return metadata.get(KEY_FIELD) == key.encode()
 
 
 def read_rows(path: Path) -> list[dict]:
-    return pq.read_table(path).to_pylist()
+    return pq.read_table(storage.fetch(path)).to_pylist()
 
 
 def write_bytes(path: Path, data: bytes) -> Path:

@@ -69,9 +69,13 @@ class RunConfig:
     @property
     def run_dir(self) -> Path:
         """--output_dir, else runs/<run_id> under CODEEVAL_STORAGE (a path every host of a team
-        sees alike), else under the working directory."""
+        sees alike, or an fsspec URL), else under the working directory."""
+        from codeeval import storage
+
         if self.output_dir:
             return Path(self.output_dir)
+        if store := storage.url():  # an fsspec URL: this host's mirror of it (codeeval/storage.py)
+            return storage.mirror_root(store) / self.run_id
         return Path(os.environ.get("CODEEVAL_STORAGE") or "runs") / self.run_id
 
     def to_dict(self) -> dict:

@@ -8,18 +8,18 @@ and would route by task name only. Each shard is a flow run on its pool, linked 
 evaluate run, named like the task run it replaces (`generate-humaneval-shard-003`), and inside
 it the same `generate`/`execute` task runs with its cache, retries and failure artifact.
 
-Shard files go to the run directory, which every host must see at the same path: a shared
-filesystem mounted alike everywhere (`--output_dir`, or CODEEVAL_STORAGE for runs/<run_id>).
+Shard files go to the run directory: a shared filesystem mounted alike everywhere (`--output_dir`,
+or CODEEVAL_STORAGE for runs/<run_id>), or an fsspec store (CODEEVAL_STORAGE=s3://...) that each
+host mirrors, paths from another host rebased onto its own mirror (codeeval/storage.py).
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 from prefect import flow, get_run_logger, task
 from prefect.states import Completed
 
-from codeeval import artifacts
+from codeeval import artifacts, storage
 from codeeval.executors import SandboxSpec
 from codeeval.executors.pool import POOL
 from codeeval.fingerprint import digest, file_digest
@@ -68,7 +68,7 @@ def remote_shard(deployment: str, run_name: str, parameters: dict, key: str, aft
         if skipped := _skipped([after]):
             return skipped
         parameters = {**parameters, "generations_path": after}
-        key = digest(key, file_digest(Path(after)))  # as execute_shard's own key
+        key = digest(key, file_digest(storage.fetch(Path(after))))  # as execute_shard's own key
     out_path = parameters["out_path"]
     if artifacts.written_with(Path(out_path), key):
         return Completed(data=out_path, message=KEPT)
@@ -92,9 +92,10 @@ def generate_stage(run_name: str, name: str, problems_path: str, start: int, sto
                    out_path: str, cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0) -> str:
     """One generation shard on this (gpu pool) host, on its first visible device."""
     backend = devices.plan(backend, max_shards=1)[0]
+    problems_path, out_path = storage.localize(problems_path), storage.localize(out_path)
     return generate_shard.with_options(
         task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
-        refresh_cache=not Path(out_path).exists(),
+        refresh_cache=not storage.fetch(Path(out_path)).exists(),
     )(name, problems_path, start, stop, backend, out_path, cache_key)
 
 
@@ -102,10 +103,12 @@ def generate_stage(run_name: str, name: str, problems_path: str, start: int, sto
 def execute_stage(run_name: str, name: str, problems_path: str, generations_path: str, sandbox: SandboxSpec,
                   out_path: str, cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0) -> str:
     """One execution shard in this (cpu pool) host's sandbox (its Docker engine: DOCKER_HOST)."""
+    problems_path, out_path = storage.localize(problems_path), storage.localize(out_path)
+    generations_path = storage.localize(generations_path)
     try:
         return execute_shard.with_options(
             task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
-            refresh_cache=not Path(out_path).exists(),
+            refresh_cache=not storage.fetch(Path(out_path)).exists(),
         )(name, problems_path, generations_path, sandbox, out_path, cache_key)
     finally:
         POOL.close()

@@ -16,7 +16,7 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.states import Completed, Failed
 
-from codeeval import artifacts, failures
+from codeeval import artifacts, failures, storage
 from codeeval.benchmarks.registry import get_task
 from codeeval.config import RunConfig
 from codeeval.contracts import PlannedTask, TaskScore
@@ -51,7 +51,7 @@ def _key_with_input_file(context, parameters) -> str:
     upstream = parameters["generations_path"]
     if not isinstance(upstream, str):  # the generation shard failed: this run is skipped, not cached
         return digest(parameters["cache_key"], "upstream failed")
-    return digest(parameters["cache_key"], file_digest(Path(upstream)))
+    return digest(parameters["cache_key"], file_digest(storage.fetch(Path(upstream))))
 
 
 SKIPPED = "Skipped"

@@ -38,9 +38,9 @@ def server(tmp_path):
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
     procs = []
 
-    def start(*args, log):
+    def start(*args, log, extra_env=None):
         command = args if args[0].endswith(".sh") else [PREFECT, *args]
-        proc = subprocess.Popen(command, env=env, cwd=project, start_new_session=True,
+        proc = subprocess.Popen(command, env={**env, **(extra_env or {})}, cwd=project, start_new_session=True,
                                 stdout=open(tmp_path / log, "w"), stderr=subprocess.STDOUT)
         procs.append(proc)
         return proc
@@ -89,11 +89,8 @@ def chromium_page(url: str, tmp: Path, name: str) -> str:
     return subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=180).stdout
 
 
-def test_evaluate_deployment_runs_shards_on_the_gpu_and_cpu_pools(server, data_dir):
-    """prefect.yaml deployed as documented; a gpu and a cpu worker; `evaluate` runs its
-    generation shards on the gpu pool and its execution shards on the cpu pool, a re-run starts
-    no shard, and a failing model shows up in the UI as a red shard with its artifact."""
-    env, start, tmp = server
+def deploy(env, tmp):
+    """The pools and prefect.yaml's deployments, as docs/deployment.md does it; the prefect CLI."""
     env.update(PREFECT_WORKER_QUERY_SECONDS="2", COLUMNS="250")
     cli = lambda *args: subprocess.run([PREFECT, *args], env=env, cwd=tmp / "project", capture_output=True,  # noqa: E731
                                        text=True, timeout=300)
@@ -101,6 +98,15 @@ def test_evaluate_deployment_runs_shards_on_the_gpu_and_cpu_pools(server, data_d
         assert cli("work-pool", "create", pool, "--type", "process").returncode == 0
     deployed = cli("--no-prompt", "deploy", "--all")
     assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+    return cli
+
+
+def test_evaluate_deployment_runs_shards_on_the_gpu_and_cpu_pools(server, data_dir):
+    """prefect.yaml deployed as documented; a gpu and a cpu worker; `evaluate` runs its
+    generation shards on the gpu pool and its execution shards on the cpu pool, a re-run starts
+    no shard, and a failing model shows up in the UI as a red shard with its artifact."""
+    env, start, tmp = server
+    cli = deploy(env, tmp)
     listed = cli("deployment", "ls").stdout
     for name in ("evaluate/evaluate", "nightly-leaderboard/nightly-leaderboard", "generate-shard/generate-shard",
                  "execute-shard/execute-shard"):
@@ -153,3 +159,30 @@ def test_evaluate_deployment_runs_shards_on_the_gpu_and_cpu_pools(server, data_d
         assert "generate-humaneval-shard-000" in dom
         dom = chromium_page(f"{base}/runs/flow-run/{shard['id']}", tmp, "ui-failed-shard.png")
         assert "generate-humaneval-shard-000" in dom
+
+
+def test_shards_travel_between_hosts_through_an_fsspec_store(server, data_dir):
+    """CODEEVAL_STORAGE as a URL and two hosts with nothing shared but the store (each worker its
+    own CODEEVAL_CACHE, hence its own mirror): generation shards written on the gpu host reach
+    the cpu host's execution shards and score through the store, and so does results.json."""
+    env, start, tmp = server
+    cli = deploy(env, tmp)
+    store = tmp / "store"
+    for pool in ("gpu", "cpu"):
+        start("worker", "start", "--pool", pool, log=f"worker-{pool}.log",
+              extra_env={"CODEEVAL_STORAGE": store.as_uri(), "CODEEVAL_CACHE": str(tmp / f"host-{pool}")})
+    params = {"config": {"model": "reference", "tasks": ["humaneval"], "allow_code_execution": True,
+                         "executor": "local", "data_dir": str(data_dir), "limit": 3, "shard_size": 2}}
+    result = cli("deployment", "run", "evaluate/evaluate", "--watch", "--params", json.dumps(params))
+    assert result.returncode == 0 and "Completed" in result.stdout, \
+        result.stdout[-3000:] + (tmp / "worker-cpu.log").read_text()[-3000:] + (tmp / "worker-gpu.log").read_text()[-2000:]
+    (results,) = store.rglob("results.json")
+    assert json.loads(results.read_text())["humaneval"] == {"pass@1": 1.0}
+
+    def files(root):
+        return sorted("/".join(p.parts[-2:]) for p in root.rglob("shard-*.parquet"))
+
+    shards = [f"{stage}/shard-0000{i}.parquet" for stage in ("executions", "generations") for i in (0, 1)]
+    assert files(store) == shards
+    assert files(tmp / "host-gpu") == shards[2:]  # the gpu host wrote generations and read nothing else
+    assert files(tmp / "host-cpu") == shards  # the cpu host fetched the generations from the store

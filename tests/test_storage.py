@@ -1,0 +1,57 @@
+"""Stage artifacts through an fsspec store (CODEEVAL_STORAGE=file://...): each host's mirror,
+paths rebased between hosts, files put in the store after their atomic write and fetched when
+missing; and a whole run through the CLI whose results land in the store."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from codeeval import artifacts, storage
+from codeeval.config import RunConfig
+
+
+def test_two_hosts_share_artifacts_through_the_store(tmp_path, monkeypatch):
+    store = tmp_path / "store"
+    monkeypatch.setenv("CODEEVAL_STORAGE", store.as_uri())
+    monkeypatch.setenv("CODEEVAL_CACHE", str(tmp_path / "host-a"))
+    run_dir = RunConfig(model="reference", tasks=["humaneval"]).run_dir
+    assert run_dir.is_relative_to(tmp_path / "host-a")
+    shard = artifacts.RunLayout(run_dir).generations("humaneval", 0)
+    rows = [{"task_id": "HumanEval/0", "sample": 0, "raw": "r", "completion": "c", "n_tokens": 1,
+             "finish_reason": "stop"}]
+    artifacts.write_table(shard, rows, artifacts.GENERATIONS_SCHEMA, key="k1")
+    in_store = list(store.rglob("shard-00000.parquet"))
+    assert len(in_store) == 1 and in_store[0].read_bytes() == shard.read_bytes()
+
+    monkeypatch.setenv("CODEEVAL_CACHE", str(tmp_path / "host-b"))  # another host, its own mirror
+    there = Path(storage.localize(str(shard)))
+    assert there != shard and there.is_relative_to(tmp_path / "host-b") and not there.exists()
+    assert artifacts.written_with(there, "k1") and not artifacts.written_with(there, "k2")
+    assert artifacts.read_rows(there) == rows
+    assert storage.localize("/elsewhere/x.parquet") == "/elsewhere/x.parquet"  # not a mirror path
+
+
+def test_without_a_url_nothing_is_copied(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODEEVAL_STORAGE", str(tmp_path / "shared"))
+    assert storage.url() is None
+    assert RunConfig(model="reference", tasks=["humaneval"]).run_dir.parent == tmp_path / "shared"
+    path = artifacts.write_json(tmp_path / "x.json", {"a": 1})
+    assert storage.fetch(path) == path and storage.localize(str(path)) == str(path)
+
+
+def test_a_run_writes_its_results_to_the_store(tmp_path, data_dir, prefect_api):
+    store = tmp_path / "store"
+    env = {**__import__("os").environ, "CODEEVAL_STORAGE": store.as_uri(), "CODEEVAL_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "codeeval", "run", "--model", "reference", "--tasks", "humaneval",
+                           "--limit", "3", "--shard_size", "2", "--executor", "local", "--allow_code_execution",
+                           "--data-dir", str(data_dir)], capture_output=True, text=True, env=env, timeout=600,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (results,) = store.rglob("results.json")
+    assert json.loads(results.read_text())["humaneval"] == {"pass@1": 1.0}
+    stored = {p.relative_to(results.parent).as_posix() for p in results.parent.rglob("*.parquet")}
+    assert stored == {"humaneval/problems.parquet", "humaneval/generations/shard-00000.parquet",
+                      "humaneval/generations/shard-00001.parquet", "humaneval/executions/shard-00000.parquet",
+                      "humaneval/executions/shard-00001.parquet"}
