@@ -74,7 +74,9 @@ class RunLayout:
         return self.task_dir(task) / "metrics.json"
 
 
-def _atomic(path: Path, write) -> Path:
+def write_atomically(path: Path, write, publish: bool = True) -> Path:
+    """`write(tmp)` into a temporary file beside `path`, renamed into place; then put in the
+    fsspec store (when CODEEVAL_STORAGE is a URL) unless `publish` is False (a fetched copy)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=TMP_SUFFIX)
     os.close(fd)
@@ -84,7 +86,8 @@ def _atomic(path: Path, write) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    storage.publish(path)  # to the fsspec store, when CODEEVAL_STORAGE is a URL
+    if publish:
+        storage.publish(path)
     return path
 
 
@@ -117,7 +120,7 @@ def write_table(path: Path, rows: Iterable[Mapping[str, Any]], schema: pa.Schema
     if key is not None:
         schema = schema.with_metadata({**(schema.metadata or {}), KEY_FIELD: key.encode()})
     table = pa.Table.from_pylist(list(rows), schema=schema)
-    return _atomic(path, lambda tmp: pq.write_table(table, tmp))
+    return write_atomically(path, lambda tmp: pq.write_table(table, tmp))
 
 
 def written_with(path: Path, key: str) -> bool:
@@ -139,7 +142,7 @@ def write_bytes(path: Path, data: bytes) -> Path:
         with open(tmp, "wb") as fh:
             fh.write(data)
 
-    return _atomic(path, write)
+    return write_atomically(path, write)
 
 
 def write_json(path: Path, data: Any) -> Path:
@@ -148,7 +151,7 @@ def write_json(path: Path, data: Any) -> Path:
             json.dump(data, fh, indent=2, sort_keys=False)
             fh.write("\n")
 
-    return _atomic(path, write)
+    return write_atomically(path, write)
 
 
 def problems_rows(problems: Iterable[Problem], counts: Mapping[str, int]) -> list[dict]:

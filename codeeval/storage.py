@@ -11,7 +11,6 @@ component. Without a URL in CODEEVAL_STORAGE every function here does nothing.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -75,12 +74,6 @@ def fetch(path: Path) -> Path:
     fs, key = remote
     if not fs.exists(key):
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".partial")
-    os.close(fd)
-    try:
-        fs.get_file(key, tmp)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return path
+    from codeeval.artifacts import write_atomically  # (artifacts imports this module)
+
+    return write_atomically(path, lambda tmp: fs.get_file(key, tmp), publish=False)
