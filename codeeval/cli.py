@@ -204,10 +204,7 @@ def run(config, phases: Phases) -> Optional[dict]:
 
                     POOL.prestart(sandbox_spec(config))  # the sandbox's containers start meanwhile too
                 prefect_api.warm_up()  # what the flow imports, while the server still boots
-                try:
-                    server.wait_ready()
-                except RuntimeError as exc:
-                    raise RunFailed(str(exc)) from None
+                _wait_ready(server)
             phases.mark("prefect start")
             with prefect_api.run_settings(server):
                 results = evaluate(config)
@@ -215,6 +212,14 @@ def run(config, phases: Phases) -> Optional[dict]:
             return results
         finally:
             POOL.close()
+
+
+def _wait_ready(server) -> None:
+    """The private API server is up, or the run fails with the server's one-line reason."""
+    try:
+        server.wait_ready()
+    except RuntimeError as exc:
+        raise RunFailed(str(exc)) from None
 
 
 def nightly(models_file: str, output_dir: str, runs_dir: str) -> int:
@@ -233,10 +238,7 @@ def nightly(models_file: str, output_dir: str, runs_dir: str) -> int:
         from codeeval.flows.nightly import nightly_leaderboard
 
         if server is not None:
-            try:
-                server.wait_ready()
-            except RuntimeError as exc:
-                raise RunFailed(str(exc)) from None
+            _wait_ready(server)
         with prefect_api.run_settings(server):
             result = nightly_leaderboard(models_file, output_dir=output_dir, runs_dir=runs_dir)
     print(f"leaderboard: {result['rows']} rows, {len(result['changes'])} changes since the previous night; "
