@@ -106,7 +106,6 @@ class Attached:
     def stderr(self) -> str:
         return b"".join(self.stderr_tail)[-self._stderr_bytes:].decode("utf-8", "replace").strip()
 
-
     def close_stdin(self) -> None:
         """EOF on the container's stdin (StdinOnce): the half-close the CLI client does."""
         try:

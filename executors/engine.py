@@ -50,7 +50,6 @@ def connect(timeout: float = API_TIMEOUT_S, pool: int = 10) -> docker.DockerClie
     """A client of the engine (it has answered within PING_TIMEOUT_S: the API version is negotiated
     now); its calls then time out after `timeout` s. `pool`: how many connections it keeps (one
     attached stream per container holds one)."""
-    url = engine_url()
     first = min(timeout, PING_TIMEOUT_S)
     try:
         context = None if os.environ.get("DOCKER_HOST") else _context()
@@ -60,9 +59,14 @@ def connect(timeout: float = API_TIMEOUT_S, pool: int = 10) -> docker.DockerClie
             client = docker.DockerClient(base_url=context.Host, tls=context.TLSConfig, timeout=first,
                                          max_pool_size=pool)
     except Exception as exc:  # noqa: BLE001 - whatever the SDK raises: one line
-        raise SandboxUnavailable(f"the Docker engine does not answer at {url} ({reason(exc)}): {ENGINE_HINT}") from None
+        raise unreachable(exc) from None
     client.api.timeout = timeout  # every later request passes it (APIClient._set_request_timeout)
     return client
+
+
+def unreachable(exc: BaseException) -> SandboxUnavailable:
+    """The one-line error for an engine that did not answer (`exc`: what the SDK raised)."""
+    return SandboxUnavailable(f"the Docker engine does not answer at {engine_url()} ({reason(exc)}): {ENGINE_HINT}")
 
 
 def reason(exc: BaseException) -> str:
@@ -93,8 +97,7 @@ def check_available(image: str, missing: str = "run `make images` (bash containe
             raise SandboxUnavailable(f"the execution image {image} is missing from the engine at {engine_url()}: "
                                      f"{missing}") from None
         except Exception as exc:  # noqa: BLE001
-            raise SandboxUnavailable(f"the Docker engine does not answer at {engine_url()} ({reason(exc)}): "
-                                     f"{ENGINE_HINT}") from None
+            raise unreachable(exc) from None
     finally:
         if own:
             client.close()
