@@ -17,14 +17,18 @@ LABEL = "codeeval.sandbox"
 OWNER_LABEL = "codeeval.owner"
 
 
+def boot_id() -> str:
+    """This boot of this host (a pid recorded before a reboot names nothing now)."""
+    try:
+        return open("/proc/sys/kernel/random/boot_id").read().strip()
+    except OSError:
+        return "unknown"
+
+
 def _owner_id(pid: int | None = None) -> str:
     """host/boot/pid/start-time of a process: unique even when pids are reused."""
     pid = pid or os.getpid()
-    try:
-        boot = open("/proc/sys/kernel/random/boot_id").read().strip()[:8]
-    except OSError:
-        boot = "noboot"
-    return f"{socket.gethostname()}/{boot}/{pid}/{_start_time(pid)}"
+    return f"{socket.gethostname()}/{boot_id()[:8]}/{pid}/{_start_time(pid)}"
 
 
 def _start_time(pid: int) -> str:

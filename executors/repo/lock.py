@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Iterator
 from uuid import UUID
 
+from codeeval.executors.owners import boot_id
+
 log = logging.getLogger(__name__)
 
 LEASE_S = 300.0  # renewed by Prefect while held; bounds how long a dead holder's slot blocks a server
@@ -32,13 +34,6 @@ LEASE_S = 300.0  # renewed by Prefect while held; bounds how long a dead holder'
 
 def limit_name(project_path: str) -> str:
     return "repo:" + project_path.strip("/").replace("/", ":")
-
-
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return "unknown"
 
 
 @contextmanager
@@ -63,7 +58,7 @@ def release_stale_slot(client, name: str, holder_file: Path) -> bool:
         holder = json.loads(holder_file.read_text())
     except (OSError, ValueError):
         return False
-    if holder.get("boot_id") != _boot_id():
+    if holder.get("boot_id") != boot_id():
         return False
     freed = False
     if client.read_global_concurrency_limit_by_name(name).active_slots > 0:
@@ -107,7 +102,7 @@ def repo_lock(lock_dir: Path, project_path: str, prefect: bool = True) -> Iterat
         with get_client(sync_client=True) as client:
             ensure_limit(client, name)
             release_stale_slot(client, name, holder_file)
-        holder = {"boot_id": _boot_id(), "pid": os.getpid(), "limit": name, "lease_id": None}
+        holder = {"boot_id": boot_id(), "pid": os.getpid(), "limit": name, "lease_id": None}
         holder_file.write_text(json.dumps(holder))  # before the slot: a crash after taking it is found
         try:
             acquired = acquire_concurrency_slots_with_lease([name], 1, strict=True, lease_duration=LEASE_S)
