@@ -43,6 +43,25 @@ def retry_condition(task, task_run, state) -> bool:
     return isinstance(error, BaseException) and is_infrastructure(error)
 
 
+CAUSE_CHARS = 400  # a root cause is one line, long enough for the reason that matters
+
+
+def root_cause(error: BaseException) -> str:
+    """The innermost exception of the chain (`raise ... from`, or raised while handling), with all
+    of its message on one line: the outer layers of a chain say where, the innermost says why
+    (a tokenizer ValueError's first line ends at "from one of:", its reason is further down)."""
+    seen = {id(error)}
+    while True:
+        inner = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+        if inner is None or id(inner) in seen:
+            break
+        seen.add(id(inner))
+        error = inner
+    text = " ".join(str(error).split())
+    line = f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return line if len(line) <= CAUSE_CHARS else line[:CAUSE_CHARS - 3] + "..."
+
+
 def artifact_key(name: str, shard: str) -> str:
     """Prefect artifact keys: lowercase letters, digits and dashes."""
     return "failures-" + "".join(c if c.isalnum() else "-" for c in f"{name}-{shard}".lower())
