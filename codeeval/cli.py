@@ -14,6 +14,7 @@ import time
 from typing import Optional, Sequence
 
 from codeeval.errors import RunFailed, UsageError
+from codeeval.summary import results_table
 
 
 def _bool(text: str) -> bool:
@@ -260,35 +261,6 @@ def inspect_run(run: str) -> int:
     return 0
 
 
-def _value(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    return str(value) if isinstance(value, (int, str)) else "(see results.json)"
-
-
-def format_results(results: dict) -> str:
-    info = results.get("codeeval", {})
-    lines = []
-    for name, detail in info.get("tasks", {}).items():
-        metrics = results.get(name, {})
-        values = "  ".join(f"{m}={_value(v)}" for m, v in metrics.items() if not isinstance(v, (dict, list)))
-        if not metrics:
-            counts = "generated"
-        elif detail.get("passed") is not None:
-            counts = f"{detail['passed']}/{detail.get('samples', 0)} samples passed"
-        else:
-            counts = f"{detail.get('samples', 0)} samples of {detail.get('problems', 0)} problems"
-        left = detail.get("ks_left_out") or []
-        note = f"; pass@{', pass@'.join(map(str, left))} left out (n too small)" if left else ""
-        lines.append(f"{name:<22} {values}  ({counts}{note})")
-        gen, exe = detail["reused"]["generate"], detail["reused"]["execute"]
-        lines.append(f"{'':<22} reused {gen[0]}/{gen[1]} generation and {exe[0]}/{exe[1]} execution shards")
-        if detail.get("saved_generations"):
-            lines.append(f"{'':<22} generations saved to {detail['saved_generations']}")
-    lines.append(f"results: {os.path.join(info.get('run_dir', '.'), 'results.json')}")
-    return "\n".join(lines)
-
-
 class Interrupted(KeyboardInterrupt):
     """SIGTERM (or SIGINT) arrived: the main thread stops what it waits for, like Ctrl-C."""
 
@@ -376,7 +348,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
     if results is not None:
-        print(format_results(results))
+        print(results_table(results))
     phases.report()
     return 0
 

@@ -8,12 +8,15 @@ run directory alone tells `inspect` everything the UI shows.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import threading
 import time
 import traceback
 from collections import Counter
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Iterator, Optional
 
 from codeeval import artifacts
 
@@ -62,9 +65,45 @@ def root_cause(error: BaseException) -> str:
     return line if len(line) <= CAUSE_CHARS else line[:CAUSE_CHARS - 3] + "..."
 
 
-def artifact_key(name: str, shard: str) -> str:
-    """Prefect artifact keys: lowercase letters, digits and dashes."""
-    return "failures-" + "".join(c if c.isalnum() else "-" for c in f"{name}-{shard}".lower())
+# Libraries whose loggers do not propagate to the root logger (transformers sets propagate=False):
+# their warnings are often the reason an exception only hints at.
+QUIET_LOGGERS = ("transformers", "vllm")
+
+
+class _Warnings(logging.Handler):
+    """WARNING and above, from one thread only (shards of a run share the process)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.thread = threading.get_ident()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread == self.thread:
+            with contextlib.suppress(Exception):
+                self.lines.append(" ".join(record.getMessage().split())[:CAUSE_CHARS])
+
+
+@contextlib.contextmanager
+def decisive_log() -> Iterator[list[str]]:
+    """The warnings logged in this thread meanwhile; the last one before a failure is usually the
+    decisive line (a tokenizer that cannot load is preceded by "model of type X ...")."""
+    handler = _Warnings()
+    loggers = [logging.getLogger(), *map(logging.getLogger, QUIET_LOGGERS)]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        yield handler.lines
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+
+
+def artifact_key(kind: str, *parts: str) -> str:
+    """A Prefect artifact key (lowercase letters, digits and dashes): the kind (`failures`,
+    `summary`), then the parts: the task run's name as the UI shows it
+    (`generate-humaneval-shard-000`), then the run id, so that no two runs share a key."""
+    return "".join(c if c.isalnum() else "-" for c in "-".join((kind, *parts)).lower()).strip("-")
 
 
 def _tail(text: Optional[str], lines: int = TAIL_LINES) -> list[str]:
@@ -102,13 +141,14 @@ def error_path(root: Path, name: str, stage: str, shard: int) -> Path:
 
 
 def record_error(path: Path, *, name: str, stage: str, run_name: str, error: BaseException,
-                 samples: Iterable[tuple[str, int]], parquet: str, inputs: dict[str, str]) -> dict:
-    """Write the error record of a failed shard (atomically) and return it."""
+                 samples: Iterable[tuple[str, int]], parquet: str, inputs: dict[str, str],
+                 log_line: Optional[str] = None) -> dict:
+    """Write the error record of a failed shard (atomically) and return it: `error` is the root
+    cause, `log_line` the last warning logged before it (see decisive_log)."""
     trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
     record = {
         "task": name, "stage": stage, "run_name": run_name, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "error": f"{type(error).__name__}: {error}".strip().splitlines()[0] if str(error).strip()
-        else type(error).__name__,
+        "error": root_cause(error), "log_line": log_line,
         "retried": is_infrastructure(error), "traceback_tail": trace.strip().splitlines()[-12:],
         "samples": [list(s) for s in samples], "parquet": parquet, "inputs": inputs,
     }
@@ -124,7 +164,9 @@ def error_markdown(record: dict, shown: int = SHOWN) -> str:
     samples = record["samples"]
     kind = "an infrastructure error (retried)" if record["retried"] else "a model or input error (not retried)"
     lines = [f"# {record['run_name']} failed", "",
-             f"**{record['error']}**  ", f"Kind: {kind}  ",
+             f"**{record['error']}**  ",
+             *([f"Last warning before it: {record['log_line']}  "] if record.get("log_line") else []),
+             f"Kind: {kind}  ",
              f"Was to write: `{record['parquet']}`  "]
     lines += [f"Input: `{path}`  " for path in record["inputs"].values()]
     lines += ["", f"{len(samples)} samples were in this shard:", "",

@@ -9,13 +9,15 @@ i+1 generates. Every shard is a named task run whose cache key hashes its inputs
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 from prefect import allow_failure, flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from codeeval import artifacts
+from codeeval import artifacts, failures, storage
 from codeeval.benchmarks.registry import get_task
 from codeeval.config import RunConfig
 from codeeval.contracts import PlannedTask, Reuse
@@ -23,9 +25,11 @@ from codeeval.errors import RunFailed
 from codeeval.executors.pool import POOL
 from codeeval.fingerprint import code_version, digest
 from codeeval.generation import backend_class, devices
+from codeeval.generation.base import GenerationArgs
 from codeeval.plan import backend_spec, check, sandbox_spec
 from codeeval.publish import publish
-from codeeval.flows.stages import EXECUTE, GENERATE, remote_shard, use_deployments
+from codeeval.summary import ShardFailure, failure_message, results_table, run_link, summary_markdown
+from codeeval.flows.stages import EXECUTE, GENERATE, StageFailed, remote_shard, use_deployments
 from codeeval.tasks.shards import KEPT, SKIPPED, execute_shard, generate_shard, load_problems, score_task
 
 
@@ -48,23 +52,30 @@ def _cached(future) -> bool:
 
 
 def _run_name() -> str:
-    """`<model>-<tasks>` in the UI instead of a random name (parameters may arrive as a dict)."""
+    """`<model>-<tasks>-<short run id>` in the UI: readable, and unique per run (two models whose
+    directories share a name differ in their run ids). Parameters may arrive as a dict."""
     from prefect.runtime import flow_run
 
     config = flow_run.parameters.get("config")
-    get = (lambda k: getattr(config, k)) if isinstance(config, RunConfig) else (lambda k: config.get(k))  # noqa: E731
-    return f"{Path(str(get('model'))).name}-{'-'.join(get('tasks') or [])}"
+    if not isinstance(config, RunConfig):
+        config = RunConfig(**{**config, "generation": GenerationArgs(**(config.get("generation") or {}))})
+    return f"{Path(config.model).name or config.model}-{'-'.join(config.tasks)}-{config.run_id.rsplit('-', 1)[1][:6]}"
 
 
-def _first_line(state, names: dict[str, str]) -> str:
-    """The first line of a failed task run's exception (or state message), task run ids
-    replaced by the run names the CLI and the UI show."""
+def _shard_failure(task: str, run_name: str, future, root: Path) -> ShardFailure:
+    """A failed shard's root cause: its error record (written where it ran, on whichever host),
+    else the exception its state holds; and the link to its run."""
+    state = future.state
     error = state.result(raise_on_failure=False) if state.is_failed() or state.is_crashed() else None
-    text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else (state.message or state.name)
-    line = (text.strip().splitlines() or [state.name])[0]
-    for run_id, run_name in names.items():
-        line = line.replace(run_id, run_name)
-    return line
+    stage, _, shard = run_name.partition(f"-{task}-shard-")
+    record_path = failures.error_path(root, task, stage, int(shard)) if shard.isdigit() else None
+    record = json.loads(storage.fetch(record_path).read_text(encoding="utf-8")) \
+        if record_path is not None and storage.fetch(record_path).exists() else {}
+    cause = record.get("error") or (failures.root_cause(error) if isinstance(error, BaseException)
+                                    else (state.message or state.name))
+    link = run_link("flow-run", error.flow_run_id) if isinstance(error, StageFailed) and error.flow_run_id \
+        else run_link("task-run", str(future.task_run_id))
+    return ShardFailure(task=task, run_name=run_name, cause=cause, log_line=record.get("log_line"), link=link)
 
 
 # chains bound the real concurrency; the pool only has to hold them all
@@ -92,7 +103,8 @@ def _evaluate(config: RunConfig) -> dict:
     if remote:
         log.info("shards run on work pools through the %s and %s deployments", GENERATE, EXECUTE)
         device_specs = [backend]  # each gpu host picks its own device; its pool bounds concurrency
-    remote_retries = {"infra_retries": config.infra_retries, "retry_delay_s": config.retry_delay_s}
+    remote_retries = {"infra_retries": config.infra_retries, "retry_delay_s": config.retry_delay_s,
+                      "run_id": config.run_id}
 
     loads = {
         name: load_problems.with_options(task_run_name=f"load-{name}").submit(config, name, str(layout.problems(name)))
@@ -125,7 +137,7 @@ def _evaluate(config: RunConfig) -> dict:
                 gen = runs[run_name] = last_gen[d] = generate_shard.with_options(
                     task_run_name=run_name, refresh_cache=not gen_path.exists(), **retries,
                 ).submit(name, plan.problems_path, start, stop, device_specs[d], str(gen_path), gen_key,
-                         wait_for=_after(last_gen[d]))
+                         config.run_id, wait_for=_after(last_gen[d]))
             gens[name].append(gen)
             if config.generation_only or not plan.executes:
                 continue
@@ -142,7 +154,7 @@ def _evaluate(config: RunConfig) -> dict:
                 future = runs[run_name] = execute_shard.with_options(
                     task_run_name=run_name, refresh_cache=not exec_path.exists(), **retries,
                 ).submit(name, plan.problems_path, allow_failure(gen), sandbox, str(exec_path), exec_key,
-                         wait_for=[allow_failure(f) for f in lanes[lane]])
+                         config.run_id, wait_for=[allow_failure(f) for f in lanes[lane]])
                 lanes[lane] = [future]
             execs[name].append(future)
         last_exec = list({id(f): f for lane in lanes for f in lane}.values())
@@ -154,15 +166,20 @@ def _evaluate(config: RunConfig) -> dict:
 
     for future in runs.values():
         future.wait()
-    failed = {run_name: future.state for run_name, future in runs.items()
-              if not future.state.is_completed() and future.state.name != SKIPPED}
+    owner = {run_name: name for name in config.tasks for run_name in runs
+             if run_name == f"score-{name}" or f"-{name}-shard-" in run_name}
+    failed = [_shard_failure(owner[run_name], run_name, future, layout.root) for run_name, future in runs.items()
+              if not future.state.is_completed()]
     skipped = [run_name for run_name, future in runs.items() if future.state.name == SKIPPED]
+    scored = {name: f.result() for name, f in scores.items() if f.state.is_completed() and f.state.name != SKIPPED}
+    create_markdown_artifact(
+        summary_markdown(config.model, config.run_id, str(layout.root), config.tasks, scored, failed, skipped),
+        key=failures.artifact_key("summary", config.run_id),
+        description=f"{config.model}: {'failed' if failed or skipped else 'scores'}")
     if failed or skipped:
-        names = {str(future.task_run_id): run_name for run_name, future in runs.items()}
-        why = "".join(f"\n  {run_name}: {_first_line(state, names)}" for run_name, state in failed.items())
-        also = f"\n  not run, waiting on those: {', '.join(skipped)}" if skipped else ""
-        raise RunFailed(f"{len(failed)} task runs failed (a re-run retries only those; `codeeval inspect "
-                        f"{layout.root}` lists the failing samples):{why}{also}")
+        message = failure_message(str(layout.root), failed, skipped)
+        log.error("%s", message)
+        raise RunFailed(message)
 
     reuse = {name: Reuse(generate=(sum(map(_cached, gens[name])), len(gens[name])),
                          execute=(sum(map(_cached, execs[name])), len(execs[name])))
@@ -170,5 +187,7 @@ def _evaluate(config: RunConfig) -> dict:
     for name, counts in reuse.items():
         log.info("%s: reused %d/%d generation and %d/%d execution shards from cache", name,
                  *counts.generate, *counts.execute)
-    return publish(config, layout, plans, {name: f.result() for name, f in scores.items()}, reuse, version)
+    results = publish(config, layout, plans, scored, reuse, version)
+    log.info("scores of %s:\n%s", config.model, results_table(results))
+    return results
 

@@ -31,7 +31,15 @@ EXECUTE = "execute-shard/execute-shard"
 
 
 class StageFailed(Exception):
-    """A shard's flow run on its work pool did not complete (its own run page says why)."""
+    """A shard's flow run on its work pool did not complete (its own run page says why; the
+    evaluate run links to it by `flow_run_id`)."""
+
+    def __init__(self, message: str, flow_run_id: str = ""):
+        super().__init__(message, flow_run_id)
+        self.flow_run_id = flow_run_id
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 def use_deployments(mode: str) -> bool:
@@ -77,7 +85,8 @@ def remote_shard(deployment: str, run_name: str, parameters: dict, key: str, aft
     run = run_deployment(deployment, parameters=parameters, flow_run_name=run_name, poll_interval=2)
     get_run_logger().info("%s ran on work pool %s: %s", run_name, run.work_pool_name, run.state.name)
     if not run.state.is_completed():
-        raise StageFailed(f"{run_name} on pool {run.work_pool_name}: {run.state.message or run.state.name}")
+        raise StageFailed(f"{run_name} on pool {run.work_pool_name}: {run.state.message or run.state.name}",
+                          str(run.id))
     return out_path
 
 
@@ -89,19 +98,21 @@ def _run_name() -> str:
 
 @flow(name="generate-shard", flow_run_name=_run_name)
 def generate_stage(run_name: str, name: str, problems_path: str, start: int, stop: int, backend: BackendSpec,
-                   out_path: str, cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0) -> str:
+                   out_path: str, cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0,
+                   run_id: str = "") -> str:
     """One generation shard on this (gpu pool) host, on its first visible device."""
     backend = devices.plan(backend, max_shards=1)[0]
     problems_path, out_path = storage.localize(problems_path), storage.localize(out_path)
     return generate_shard.with_options(
         task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
         refresh_cache=not storage.fetch(Path(out_path)).exists(),
-    )(name, problems_path, start, stop, backend, out_path, cache_key)
+    )(name, problems_path, start, stop, backend, out_path, cache_key, run_id)
 
 
 @flow(name="execute-shard", flow_run_name=_run_name)
 def execute_stage(run_name: str, name: str, problems_path: str, generations_path: str, sandbox: SandboxSpec,
-                  out_path: str, cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0) -> str:
+                  out_path: str, cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0,
+                  run_id: str = "") -> str:
     """One execution shard in this (cpu pool) host's sandbox (its Docker engine: DOCKER_HOST)."""
     problems_path, out_path = storage.localize(problems_path), storage.localize(out_path)
     generations_path = storage.localize(generations_path)
@@ -109,6 +120,6 @@ def execute_stage(run_name: str, name: str, problems_path: str, generations_path
         return execute_shard.with_options(
             task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
             refresh_cache=not storage.fetch(Path(out_path)).exists(),
-        )(name, problems_path, generations_path, sandbox, out_path, cache_key)
+        )(name, problems_path, generations_path, sandbox, out_path, cache_key, run_id)
     finally:
         POOL.close()

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
-from prefect.states import Completed, Failed
+from prefect.states import Completed
 
 from codeeval import artifacts, failures, storage
 from codeeval.benchmarks.registry import get_task
@@ -57,37 +57,55 @@ def _key_with_input_file(context, parameters) -> str:
 SKIPPED = "Skipped"
 
 
-def _skipped(upstream: list) -> "Failed | None":
-    """The state of a shard whose input a failed shard never wrote: Failed, named Skipped. The
-    flow passes its upstream futures with allow_failure, so that this run starts, takes its own
-    name in the UI and ends, instead of staying Pending under a hash name (Failed, not Cancelled:
-    allow_failure lets only failed upstreams through, and later shards wait on this one)."""
+@dataclass(frozen=True)
+class NotRun:
+    """The result of a Skipped shard: what its downstream shards see instead of a path."""
+    why: str
+
+
+def _skipped(upstream: list) -> "Completed | None":
+    """The state of a shard whose input a failed shard never wrote: Completed, named Skipped,
+    holding a NotRun. The flow passes its upstream futures with allow_failure, so that this run
+    starts, takes its own name in the UI and ends, instead of staying Pending under a hash name;
+    Completed, because nothing failed here: Prefect logs every other final state as an ERROR,
+    and the run's counts would show the one failure once per shard that waited on it."""
     errors = [u for u in upstream if not isinstance(u, (str, TaskScore))]
     if not errors:
         return None
     first = errors[0]
-    why = f"{type(first).__name__}: {first}".splitlines()[0] if isinstance(first, BaseException) else str(first)
-    get_run_logger().warning("not run: %d upstream shard(s) failed (%s)", len(errors), why)
-    return Failed(name=SKIPPED, message=f"not run: {len(errors)} upstream shard(s) failed ({why})")
+    why = first.why if isinstance(first, NotRun) else (
+        failures.root_cause(first) if isinstance(first, BaseException) else str(first))
+    get_run_logger().warning("not run: %d upstream shard(s) did not finish (%s)", len(errors), why)
+    return Completed(name=SKIPPED, data=NotRun(why), message=f"not run: an upstream shard failed ({why})")
+
+
+def _run_name(name: str, stage: str, out_path: str) -> str:
+    """The task run's name as the flow gives it (`generate-humaneval-shard-003`)."""
+    from prefect.runtime import task_run
+
+    return task_run.name or f"{stage}-{name}-shard-{int(Path(out_path).stem.rsplit('-', 1)[1]):03d}"
 
 
 @contextlib.contextmanager
-def _reported(name: str, stage: str, out_path: str, samples, inputs: dict[str, str]) -> Iterator[None]:
-    """A raising shard leaves an error record beside the run's files and a markdown artifact on
-    its task run (the same text `codeeval inspect` prints); a success clears the record."""
+def _reported(name: str, stage: str, out_path: str, run_id: str, samples, inputs: dict[str, str]) -> Iterator[None]:
+    """A raising shard leaves an error record beside the run's files (its root cause and the last
+    warning logged before it) and a markdown artifact on its task run (the same text `codeeval
+    inspect` prints); a success clears the record."""
     out = Path(out_path)
     shard = int(out.stem.rsplit("-", 1)[1])
     path = failures.error_path(out.parent.parent.parent, name, stage, shard)
-    try:
-        yield
-    except Exception as exc:
-        from prefect.runtime import task_run
-
-        record = failures.record_error(path, name=name, stage=stage, run_name=task_run.name or stage,
-                                       error=exc, samples=samples(), parquet=out_path, inputs=inputs)
-        create_markdown_artifact(failures.error_markdown(record), key=failures.artifact_key(name, f"{stage}-{out.stem}"),
-                                 description=f"{record['run_name']}: {record['error']}"[:500])
-        raise
+    with failures.decisive_log() as warnings:
+        try:
+            yield
+        except Exception as exc:
+            run_name = _run_name(name, stage, out_path)
+            record = failures.record_error(path, name=name, stage=stage, run_name=run_name, error=exc,
+                                           samples=samples(), parquet=out_path, inputs=inputs,
+                                           log_line=warnings[-1] if warnings else None)
+            create_markdown_artifact(failures.error_markdown(record),
+                                     key=failures.artifact_key("failures", run_name, run_id),
+                                     description=f"{run_name}: {record['error']}"[:500])
+            raise
     failures.clear_error(path)
 
 
@@ -107,7 +125,7 @@ def load_problems(config: RunConfig, name: str, out_path: str) -> PlannedTask:
 
 @task(name="generate", persist_result=True, cache_key_fn=_given_key, retry_condition_fn=failures.retry_condition)
 def generate_shard(name: str, problems_path: str, start: int, stop: int, backend: BackendSpec,
-                   out_path: str, cache_key: str) -> str:
+                   out_path: str, cache_key: str, run_id: str = "") -> str:
     if kept := _kept(out_path, cache_key):
         return kept
     problems, counts = artifacts.read_problems(Path(problems_path))
@@ -116,7 +134,7 @@ def generate_shard(name: str, problems_path: str, start: int, stop: int, backend
     def samples():
         return [(p.task_id, s) for p in shard for s in range(counts[p.task_id])]
 
-    with _reported(name, "generate", out_path, samples, {"problems": problems_path}):
+    with _reported(name, "generate", out_path, run_id, samples, {"problems": problems_path}):
         task_spec = get_task(name)
         total = sum(counts[p.task_id] for p in shard)
         with progress_bar(total, f"generate {name} {Path(out_path).stem}") as advance:
@@ -128,7 +146,7 @@ def generate_shard(name: str, problems_path: str, start: int, stop: int, backend
 @task(name="execute", persist_result=True, cache_key_fn=_key_with_input_file,
       retry_condition_fn=failures.retry_condition)
 def execute_shard(name: str, problems_path: str, generations_path: str, sandbox: SandboxSpec,
-                  out_path: str, cache_key: str) -> str:
+                  out_path: str, cache_key: str, run_id: str = "") -> str:
     if skipped := _skipped([generations_path]):
         return skipped
     key = _key_with_input_file(None, {"cache_key": cache_key, "generations_path": generations_path})
@@ -139,26 +157,27 @@ def execute_shard(name: str, problems_path: str, generations_path: str, sandbox:
     def samples():
         return [(g["task_id"], g["sample"]) for g in generations]
 
-    with _reported(name, "execute", out_path, samples, {"generations": generations_path}):
+    with _reported(name, "execute", out_path, run_id, samples, {"generations": generations_path}):
         task_spec = get_task(name)
         problems, _ = artifacts.read_problems(Path(problems_path))
         box = POOL.get(replace(sandbox, runtime=task_spec.execution.runtime))  # the task's image
         with progress_bar(len(generations), f"execute {name} {Path(out_path).stem}") as advance:
             rows = execute_rows(task_spec, problems, generations, box, advance)
         artifacts.write_table(Path(out_path), rows, artifacts.EXECUTIONS_SCHEMA, key=key)
-    _report_failures(name, out_path, rows)
+    _report_failures(name, out_path, run_id, rows)
     return out_path
 
 
-def _report_failures(name: str, out_path: str, rows: list[dict]) -> None:
+def _report_failures(name: str, out_path: str, run_id: str, rows: list[dict]) -> None:
     """A markdown artifact in the Prefect UI listing failing samples with their stderr tails."""
     shard = Path(out_path).stem
     statuses = Counter(r["status"] for r in rows)
     get_run_logger().info("%s %s: %s", name, shard, ", ".join(f"{k}={v}" for k, v in sorted(statuses.items())))
     text = failures.samples_markdown(name, shard, rows, out_path)
     if text:
-        create_markdown_artifact(text, key=failures.artifact_key(name, shard),
-                                 description=f"failing samples of {name} {shard}")
+        run_name = _run_name(name, "execute", out_path)
+        create_markdown_artifact(text, key=failures.artifact_key("failures", run_name, run_id),
+                                 description=f"failing samples of {run_name}")
 
 
 @task(name="score")

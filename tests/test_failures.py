@@ -13,21 +13,23 @@ import pytest
 from codeeval.cli import main
 
 
-def flow_run_tasks(flow_name: str) -> tuple[dict, dict]:
-    """The latest flow run called `flow_name`: {task run name: task run}, {task run name: [artifacts]}."""
+def flow_run_tasks(flow_name: str, config=None) -> tuple[dict, dict]:
+    """The latest flow run called `flow_name-<short run id>`: {task run name: task run},
+    {task run name: [artifacts]}, and the artifacts of the flow run itself under "" ."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (ArtifactFilter, ArtifactFilterTaskRunId, FlowRunFilter,
+    from prefect.client.schemas.filters import (ArtifactFilter, ArtifactFilterFlowRunId, FlowRunFilter,
                                                 FlowRunFilterName)
     from prefect.client.schemas.sorting import FlowRunSort
 
     with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[flow_name])),
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(like_=f"{flow_name}-")),
                                      sort=FlowRunSort.START_TIME_DESC, limit=1)
-        assert runs, f"no flow run {flow_name}"
+        assert runs and runs[0].name.startswith(f"{flow_name}-"), f"no flow run {flow_name}-<run id>"
         tasks = {t.name: t for t in client.read_task_runs(flow_run_filter=FlowRunFilter(id={"any_": [runs[0].id]}))}
         found = client.read_artifacts(artifact_filter=ArtifactFilter(
-            task_run_id=ArtifactFilterTaskRunId(any_=[t.id for t in tasks.values()])))
+            flow_run_id=ArtifactFilterFlowRunId(any_=[runs[0].id])))
     by_task = {name: [a for a in found if a.task_run_id == t.id] for name, t in tasks.items()}
+    by_task[""] = [a for a in found if a.task_run_id is None]
     return tasks, by_task
 
 
@@ -49,8 +51,13 @@ def test_a_model_that_fails_to_load_fails_its_shards_once_and_the_ui_shows_why(p
                  "--data-dir", str(data_dir), "--output-dir", str(out)])
     err = capsys.readouterr().err
     assert code == 1
-    assert "run failed: 2 task runs failed" in err and f"codeeval inspect {out}" in err
+    assert "run failed: 2 shards failed" in err and f"codeeval inspect {out}" in err
     assert "not run, waiting on those: execute-humaneval-shard-000, execute-humaneval-shard-001, score-humaneval" in err
+    # the root cause, whole (its reason is on the message's last line), and the warning before it
+    cause = ("ValueError: Couldn't instantiate the backend tokenizer from one of: (1) a `tokenizers` library "
+             "serialization file,")
+    assert f"generate-humaneval-shard-000: {cause}" in err and "sentencepiece or tiktoken installed" in err
+    assert "(last warning: You are using a model of type `no-such-architecture`" in err
 
     tasks, arts = flow_run_tasks(f"{model.name}-humaneval")
     assert set(tasks) == {"load-humaneval", "generate-humaneval-shard-000", "generate-humaneval-shard-001",
@@ -58,13 +65,21 @@ def test_a_model_that_fails_to_load_fails_its_shards_once_and_the_ui_shows_why(p
     for i in (0, 1):
         gen = tasks[f"generate-humaneval-shard-00{i}"]
         assert gen.state.type.value == "FAILED" and gen.run_count == 1  # a model error: no retry
-        ex = tasks[f"execute-humaneval-shard-00{i}"]
-        assert ex.state.type.value == "FAILED" and ex.state.name == "Skipped" and ex.run_count == 1
+        ex = tasks[f"execute-humaneval-shard-00{i}"]  # not a failure of its own: Skipped, not red
+        assert ex.state.type.value == "COMPLETED" and ex.state.name == "Skipped" and ex.run_count == 1
     assert tasks["score-humaneval"].state.name == "Skipped"
     assert not [name for name, t in tasks.items() if t.state.type.value == "PENDING"]
 
+    from codeeval.config import RunConfig
+
+    run_id = RunConfig(model=str(model), tasks=["humaneval"], limit=3).run_id
+    (summary,) = [a for a in arts[""] if a.key]  # on the evaluate run itself: where a person looks first
+    assert summary.key == f"summary-{run_id}".lower() and summary.type == "markdown"
+    assert f"| humaneval | **failed**: {cause}" in summary.data and "sentencepiece" in summary.data
+    assert "### [generate-humaneval-shard-001](http://" in summary.data and "/runs/task-run/" in summary.data
+    assert "> Last warning before it: You are using a model of type `no-such-architecture`" in summary.data
     (artifact,) = arts["generate-humaneval-shard-001"]
-    assert artifact.key == "failures-humaneval-generate-shard-00001" and artifact.type == "markdown"
+    assert artifact.key == f"failures-generate-humaneval-shard-001-{run_id}".lower() and artifact.type == "markdown"
     text = artifact.data
     assert "# generate-humaneval-shard-001 failed" in text and "not retried" in text
     assert "| HumanEval/2 | 0 | error |" in text and "HumanEval/0" not in text  # shard 1 = problem 2
@@ -90,12 +105,13 @@ def test_an_engine_that_does_not_answer_is_retried_then_fails_the_shard(prefect_
     with pytest.raises(RunFailed, match="execute-humaneval-shard-000: SandboxUnavailable"):
         evaluate(config)
     tasks, arts = flow_run_tasks("reference-humaneval")
+    run_id = config.run_id
     assert tasks["generate-humaneval-shard-000"].state.type.value == "COMPLETED"
     ex = tasks["execute-humaneval-shard-000"]
     assert ex.state.type.value == "FAILED" and ex.run_count == 2  # the run and one retry
     assert len(arts["execute-humaneval-shard-000"]) == 2  # one per attempt, versions of one key
     artifact = max(arts["execute-humaneval-shard-000"], key=lambda a: a.created)
-    assert artifact.key == "failures-humaneval-execute-shard-00000"
+    assert artifact.key == f"failures-execute-humaneval-shard-000-{run_id}".lower()
     assert "infrastructure error (retried)" in artifact.data and "Input: `" in artifact.data
     record = json.loads((tmp_path / "run" / "humaneval" / "errors" / "execute-shard-00000.json").read_text())
     assert record["retried"] and record["samples"] == [["HumanEval/0", 0], ["HumanEval/1", 0]]
@@ -112,7 +128,7 @@ def test_failing_samples_are_listed_with_their_parquet_file(prefect_api, data_di
                  "--output-dir", str(out)]) == 0
     tasks, arts = flow_run_tasks("replay-humaneval")
     (artifact,) = arts["execute-humaneval-shard-000"]
-    assert artifact.key == "failures-humaneval-shard-00000"
+    assert artifact.key.startswith("failures-execute-humaneval-shard-000-replay-")
     parquet = out / "humaneval" / "executions" / "shard-00000.parquet"
     assert f"Parquet: `{parquet}`" in artifact.data
     assert "| HumanEval/1 | 0 | failed | " in artifact.data and "RuntimeError: boom" in artifact.data
