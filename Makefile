@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: venv engine images images-python images-ds1000 smollm2 demo test clean prefect-server chromium
+.PHONY: venv engine images images-python images-ds1000 smollm2 demo test clean prefect-server postgres chromium
 
 $(BIN)/codeeval: pyproject.toml constraints.txt scripts/setup-venv.sh
 	bash scripts/setup-venv.sh $(VENV)
@@ -39,6 +39,11 @@ chromium:
 # A Prefect server for deployments and the UI (docs/deployment.md): HOST, PORT, PUBLIC_URL.
 prefect-server: venv
 	bash scripts/prefect-server.sh
+
+# PostgreSQL for a team's server (docs/deployment.md): prints PREFECT_SERVER_DATABASE_CONNECTION_URL=...
+#   eval "export $$(make -s postgres)" && make prefect-server
+postgres:
+	@bash scripts/postgres.sh
 
 demo: venv images-python smollm2
 	bash scripts/demo.sh

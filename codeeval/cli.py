@@ -250,9 +250,10 @@ def nightly(models_file: str, output_dir: str, runs_dir: str) -> int:
 def inspect_run(run: str) -> int:
     from pathlib import Path
 
+    from codeeval import storage
     from codeeval.failures import run_report
 
-    root = Path(run) if Path(run).is_dir() or os.sep in run else Path("runs") / run
+    root = Path(run) if Path(run).is_dir() or os.sep in run else storage.fetch_run(storage.run_dir(run))
     try:
         report, _ = run_report(root)
     except FileNotFoundError as exc:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,11 +71,7 @@ class RunConfig:
         sees alike, or an fsspec URL), else under the working directory."""
         from codeeval import storage
 
-        if self.output_dir:
-            return Path(self.output_dir)
-        if store := storage.url():  # an fsspec URL: this host's mirror of it (codeeval/storage.py)
-            return storage.mirror_root(store) / self.run_id
-        return Path(os.environ.get("CODEEVAL_STORAGE") or "runs") / self.run_id
+        return Path(self.output_dir) if self.output_dir else storage.run_dir(self.run_id)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -77,3 +77,22 @@ def fetch(path: Path) -> Path:
     from codeeval.artifacts import write_atomically  # (artifacts imports this module)
 
     return write_atomically(path, lambda tmp: fs.get_file(key, tmp), publish=False)
+
+
+def run_dir(run_id: str) -> Path:
+    """Where the run `run_id` lives on this host when no --output_dir names it: under
+    CODEEVAL_STORAGE (a path every host sees alike, or this host's mirror of a URL), else runs/."""
+    if store := url():
+        return mirror_root(store) / run_id
+    return Path(os.environ.get("CODEEVAL_STORAGE") or "runs") / run_id
+
+
+def fetch_run(root: Path) -> Path:
+    """The run directory `root` with every file the store has of it (`codeeval inspect` on a host
+    that did not run it); a no-op without a store."""
+    if (remote := _remote(root)) is not None:
+        fs, key = remote
+        if fs.isdir(key):
+            for path in fs.find(key):
+                fetch(root / Path(path).relative_to(key))
+    return root

@@ -50,12 +50,21 @@ def _score(score: TaskScore) -> str:
     return f"{score.primary} = {shown} ({score.problems} problems{passed})"
 
 
+def summary_line(scores: Mapping[str, TaskScore], failed: Sequence[ShardFailure]) -> str:
+    """The summary artifact's description (what its card in the UI shows): the first root cause,
+    or the scores."""
+    if failed:
+        return f"Failed: {failed[0].line()}"[:500]
+    return "; ".join(f"{task}: {_score(score)}" for task, score in scores.items())[:500] or "nothing scored"
+
+
 def summary_markdown(model: str, run_id: str, root: str, tasks: Sequence[str],
                      scores: Mapping[str, TaskScore], failed: Sequence[ShardFailure],
                      skipped: Sequence[str]) -> str:
     """The evaluate run's summary artifact."""
     state = "failed" if failed else "completed"
-    lines = [f"# {model}: run {run_id} {state}", "", f"Run directory: `{root}`", "",
+    name = model.rstrip("/").rsplit("/", 1)[-1] or model
+    lines = [f"# {name}: run {run_id} {state}", "", f"Model: `{model}`  ", f"Run directory: `{root}`", "",
              "| task | result |", "|---|---|"]
     for task in tasks:
         mine = [f for f in failed if f.task == task]

@@ -28,7 +28,8 @@ from codeeval.generation import backend_class, devices
 from codeeval.generation.base import GenerationArgs
 from codeeval.plan import backend_spec, check, sandbox_spec
 from codeeval.publish import publish
-from codeeval.summary import ShardFailure, failure_message, results_table, run_link, summary_markdown
+from codeeval.summary import (ShardFailure, failure_message, results_table, run_link, summary_line,
+                              summary_markdown)
 from codeeval.flows.stages import EXECUTE, GENERATE, StageFailed, remote_shard, use_deployments
 from codeeval.tasks.shards import KEPT, SKIPPED, execute_shard, generate_shard, load_problems, score_task
 
@@ -175,7 +176,7 @@ def _evaluate(config: RunConfig) -> dict:
     create_markdown_artifact(
         summary_markdown(config.model, config.run_id, str(layout.root), config.tasks, scored, failed, skipped),
         key=failures.artifact_key("summary", config.run_id),
-        description=f"{config.model}: {'failed' if failed or skipped else 'scores'}")
+        description=summary_line(scored, failed))
     if failed or skipped:
         message = failure_message(str(layout.root), failed, skipped)
         log.error("%s", message)

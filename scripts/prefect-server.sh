@@ -4,7 +4,8 @@
 # short slot wait (repo-level tasks wait on per-repository limits), no analytics (offline).
 #   make prefect-server                                  # http://127.0.0.1:4200, this machine only
 #   HOST=0.0.0.0 PUBLIC_URL=http://gpu-box:4200 make prefect-server   # reachable by worker hosts
-# State lives in $PREFECT_HOME (default: .prefect in the checkout).
+# State lives in PostgreSQL when PREFECT_SERVER_DATABASE_CONNECTION_URL names it (scripts/postgres.sh
+# prints that line), else in SQLite under $PREFECT_HOME (default: .prefect in the checkout).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HOST="${HOST:-127.0.0.1}"
@@ -16,6 +17,12 @@ export PREFECT_UI_API_URL="$PUBLIC_URL/api" PREFECT_API_URL="$PUBLIC_URL/api"
 export PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE=prefect.server.concurrency.lease_storage.filesystem
 export PREFECT_SERVER_CONCURRENCY_MAXIMUM_CONCURRENCY_SLOT_WAIT_SECONDS=5
 export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1
+# `prefect deployment run --watch` streams a run's logs only when the server publishes them: without
+# these it prints state events and "finished in state 'Failed'", never the scores or the cause.
+export PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED=true PREFECT_SERVER_LOGS_STREAM_PUBLISHING_ENABLED=true
+# The database: PREFECT_SERVER_DATABASE_CONNECTION_URL from scripts/postgres.sh for a team, else SQLite
+# in $PREFECT_HOME.
 PREFECT="${PREFECT:-.venv/bin/prefect}"
-echo "prefect server: UI and API at $PUBLIC_URL (workers: PREFECT_API_URL=$PUBLIC_URL/api)" >&2
+db="${PREFECT_SERVER_DATABASE_CONNECTION_URL:-sqlite in $PREFECT_HOME}"
+echo "prefect server: UI and API at $PUBLIC_URL (workers: PREFECT_API_URL=$PUBLIC_URL/api); database: ${db//:*@/:***@}" >&2
 exec "$PREFECT" server start --host "$HOST" --port "$PORT"

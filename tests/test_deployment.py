@@ -1,181 +1,209 @@
-"""prefect.yaml's `evaluate` deployment on a real Prefect server, process work pool and worker."""
+"""Team mode on a real Prefect server (tests/team_server.py), on SQLite and on PostgreSQL:
+prefect.yaml deployed as documented, process work pools and workers, `evaluate` with its shards
+on the gpu and cpu pools, a failing model explained where a person looks first, the nightly
+schedule fired by the server's scheduler with nobody watching, and docs/deployment.md's laptop
+path run verbatim. Every test fails on an ERROR line or a traceback in the server's log."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
-import shutil
-import signal
-import socket
+import re
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+from team_server import (CHROMIUM, REPO, STOP_S, Server, chromium_click, chromium_page, copy_checkout, free_port,
+                         start_postgres, wait_http)
 
-REPO = Path(__file__).resolve().parents[1]
-PREFECT = str(Path(sys.executable).with_name("prefect"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+DATABASES = ["sqlite", "postgresql"]
 
 
 @pytest.fixture
-def server(tmp_path):
-    """The documented server command (scripts/prefect-server.sh, `make prefect-server`) on a free
-    port, with its own PREFECT_HOME, in a copy of the checkout that workers start flow runs in."""
+def server(request, tmp_path):
+    """scripts/prefect-server.sh on a free port (SQLite in its PREFECT_HOME, or PostgreSQL from
+    scripts/postgres.sh with `server` parametrized indirectly), its scheduler loop shortened
+    through Prefect's own settings."""
+    database = getattr(request, "param", "sqlite")
     port = free_port()
     project = tmp_path / "project"
+    copy_checkout(project)
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PORT": str(port),
            "PUBLIC_URL": f"http://127.0.0.1:{port}", "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
-           "PREFECT": PREFECT, "CODEEVAL_CHECKOUT": str(project),
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
-    procs = []
-
-    def start(*args, log, extra_env=None):
-        command = args if args[0].endswith(".sh") else [PREFECT, *args]
-        proc = subprocess.Popen(command, env={**env, **(extra_env or {})}, cwd=project, start_new_session=True,
-                                stdout=open(tmp_path / log, "w"), stderr=subprocess.STDOUT)
-        procs.append(proc)
-        return proc
-
-    shutil.copytree(REPO, project, ignore=shutil.ignore_patterns(".venv", ".git", ".cache", "runs", "__pycache__",
-                                                                 ".prefect", "leaderboard"))
-    start(str(project / "scripts" / "prefect-server.sh"), log="server.log")
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        pytest.fail("prefect server did not start: " + (tmp_path / "server.log").read_text()[-2000:])
+           "PREFECT": str(Path(sys.executable).with_name("prefect")), "CODEEVAL_CHECKOUT": str(project),
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "PREFECT_WORKER_QUERY_SECONDS": "2",
+           "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5", "COLUMNS": "250"}
+    stop_db = None
+    if database == "postgresql":
+        setting, stop_db = start_postgres(tmp_path)
+        env.update(setting)
+    srv = Server(env=env, tmp=tmp_path, project=project, database=database)
     try:
-        yield env, start, tmp_path
+        srv.start(str(project / "scripts" / "prefect-server.sh"), log="server.log")
+        wait_http(f"http://127.0.0.1:{port}/api/health", 180, tmp_path / "server.log")
+        yield srv
+        took = srv.stop_workers()
+        slow = {log: round(s, 1) for log, s in took.items() if s > STOP_S}
+        assert not slow, f"workers still running {STOP_S:.0f} s after SIGTERM: {slow}"
+        errors = srv.log_errors()
+        assert not errors, f"the {database} server logged errors:\n" + "\n".join(errors[:20])
     finally:
-        for proc in procs:  # the worker stops on SIGINT only; kill whole groups
+        for proc in srv.procs:
             try:
-                os.killpg(proc.pid, signal.SIGKILL)
+                os.killpg(proc.pid, 9)
             except ProcessLookupError:
                 pass
             proc.wait()
+        if stop_db:
+            stop_db()
 
 
-def api(env, path: str, body: dict) -> list:
-    request = urllib.request.Request(env["PREFECT_API_URL"] + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
+@pytest.fixture
+def busy_cores():
+    """Both cores kept busy by processes of this test's own."""
+    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    yield
+    for proc in spin:
+        proc.kill()
+        proc.wait()
 
 
-def flow_runs(env, names: list[str]) -> dict[str, list[dict]]:
-    found = api(env, "/flow_runs/filter", {"flow_runs": {"name": {"any_": names}}})
-    return {name: [r for r in found if r["name"] == name] for name in names}
+def _watch(srv: Server, params: dict) -> subprocess.CompletedProcess:
+    return srv.cli("deployment", "run", "evaluate/evaluate", "--watch", "--params", json.dumps(params))
 
 
-def chromium_page(url: str, tmp: Path, name: str) -> str:
-    """The page as headless Chromium renders it (its DOM), with a screenshot kept in `tmp`."""
-    base = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-            f"--user-data-dir={tmp / 'chromium-profile'}", "--virtual-time-budget=20000", "--window-size=1400,1000"]
-    shot = subprocess.run([*base, f"--screenshot={tmp / name}", url], capture_output=True, timeout=180, cwd=tmp)
-    assert shot.returncode == 0 and (tmp / name).stat().st_size > 10_000, shot.stderr[-2000:]
-    return subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=180).stdout
-
-
-def deploy(env, tmp):
-    """The pools and prefect.yaml's deployments, as docs/deployment.md does it; the prefect CLI."""
-    env.update(PREFECT_WORKER_QUERY_SECONDS="2", COLUMNS="250")
-    cli = lambda *args: subprocess.run([PREFECT, *args], env=env, cwd=tmp / "project", capture_output=True,  # noqa: E731
-                                       text=True, timeout=300)
-    for pool in ("gpu", "cpu"):
-        assert cli("work-pool", "create", pool, "--type", "process").returncode == 0
-    deployed = cli("--no-prompt", "deploy", "--all")
-    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
-    return cli
-
-
-def test_evaluate_deployment_runs_shards_on_the_gpu_and_cpu_pools(server, data_dir):
-    """prefect.yaml deployed as documented; a gpu and a cpu worker; `evaluate` runs its
-    generation shards on the gpu pool and its execution shards on the cpu pool, a re-run starts
-    no shard, and a failing model shows up in the UI as a red shard with its artifact."""
-    env, start, tmp = server
-    cli = deploy(env, tmp)
-    listed = cli("deployment", "ls").stdout
+@pytest.mark.parametrize("server", DATABASES, indirect=True)
+def test_evaluate_deployment_runs_shards_on_pools_and_explains_a_failure(server, data_dir, request):
+    """`evaluate` runs its generation shards on the gpu pool and its execution shards on the cpu
+    pool; `--watch` ends with the scores; a re-run starts no shard; a model that cannot load is
+    explained by its root cause on the terminal and in the evaluate run's summary artifact. On
+    PostgreSQL with both cores busy."""
+    if server.database == "postgresql":
+        request.getfixturevalue("busy_cores")
+    srv = server
+    srv.deploy()
+    listed = srv.cli("deployment", "ls").stdout
     for name in ("evaluate/evaluate", "nightly-leaderboard/nightly-leaderboard", "generate-shard/generate-shard",
                  "execute-shard/execute-shard"):
         assert name in listed, listed
-    nightly = cli("deployment", "inspect", "nightly-leaderboard/nightly-leaderboard")
-    assert "0 2 * * *" in nightly.stdout and "UTC" in nightly.stdout, nightly.stdout
-    start("worker", "start", "--pool", "gpu", "--limit", "1", log="worker-gpu.log")
-    start("worker", "start", "--pool", "cpu", log="worker-cpu.log")
+    srv.start("worker", "start", "--pool", "gpu", "--limit", "1", log="worker-gpu.log")
+    srv.start("worker", "start", "--pool", "cpu", log="worker-cpu.log")
     params = {"config": {"model": "reference", "tasks": ["humaneval"], "allow_code_execution": True,
                          "executor": "local", "data_dir": str(data_dir), "limit": 4, "shard_size": 2,
-                         "output_dir": str(tmp / "deployed-run")}}
+                         "output_dir": str(srv.tmp / "deployed-run")}}
     for attempt in (1, 2):
-        result = cli("deployment", "run", "evaluate/evaluate", "--watch", "--params", json.dumps(params))
+        result = _watch(srv, params)
         assert result.returncode == 0 and "Completed" in result.stdout, \
-            result.stdout[-3000:] + result.stderr[-3000:] + (tmp / "worker-cpu.log").read_text()[-3000:]
-        results = json.loads((tmp / "deployed-run" / "results.json").read_text())
+            result.stdout[-3000:] + result.stderr[-3000:] + (srv.tmp / "worker-cpu.log").read_text()[-3000:]
+        assert re.search(r"humaneval\s+pass@1=1\.0000\s+\(4/4 samples passed", result.stdout), result.stdout[-3000:]
+        results = json.loads((srv.tmp / "deployed-run" / "results.json").read_text())
         assert results["humaneval"] == {"pass@1": 1.0}
         reused = results["codeeval"]["tasks"]["humaneval"]["reused"]
         assert reused == ({"generate": [0, 2], "execute": [0, 2]} if attempt == 1 else
                           {"generate": [2, 2], "execute": [2, 2]})
     shards = [f"{stage}-humaneval-shard-00{i}" for stage in ("generate", "execute") for i in (0, 1)]
-    runs = flow_runs(env, shards)
     for name in shards:
-        (run,) = runs[name]  # the second evaluate run started none
+        (run,) = srv.flow_runs(name={"any_": [name]})  # the second evaluate run started none
         assert run["state_type"] == "COMPLETED" and run["parent_task_run_id"]
         assert run["work_pool_name"] == ("gpu" if name.startswith("generate") else "cpu"), run
 
-    # a model that fails to load: the run page shows a red generation shard
-    model = tmp / "broken-model"
+    # a model that fails to load: its root cause on the terminal, in the parent's summary artifact
+    model = srv.tmp / "broken-model"
     model.mkdir()
     (model / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
-    params["config"].update(model=str(model), output_dir=str(tmp / "broken-run"), limit=2)
-    result = cli("deployment", "run", "evaluate/evaluate", "--watch", "--params", json.dumps(params))
-    assert "Failed" in result.stdout, result.stdout[-3000:]
-    (parent,) = flow_runs(env, ["broken-model-humaneval"])["broken-model-humaneval"]
+    params["config"].update(model=str(model), output_dir=str(srv.tmp / "broken-run"), limit=2)
+    result = _watch(srv, params)
+    cause = "ValueError: Couldn't instantiate the backend tokenizer from one of: (1) a `tokenizers` library"
+    assert result.returncode == 1 and "Failed" in result.stdout, result.stdout[-3000:]
+    flat = " ".join(result.stdout.split())
+    assert "1 shards failed" in flat and f"generate-humaneval-shard-000: {cause}" in flat, result.stdout[-3000:]
+    assert "sentencepiece or tiktoken installed" in flat and "model of type `no-such-architecture`" in flat
+    (parent,) = srv.flow_runs(name={"like_": "broken-model-humaneval-"})
     assert parent["state_type"] == "FAILED"
-    tasks = {t["name"]: t for t in api(env, "/task_runs/filter", {"flow_runs": {"id": {"any_": [parent["id"]]}}})}
+    tasks = {t["name"]: t for t in srv.api("/task_runs/filter", {"flow_runs": {"id": {"any_": [parent["id"]]}}})}
     assert tasks["generate-humaneval-shard-000"]["state_type"] == "FAILED"
-    assert tasks["execute-humaneval-shard-000"]["state_name"] == "Skipped"
-    assert tasks["score-humaneval"]["state_name"] == "Skipped"
-    (shard,) = [r for r in flow_runs(env, ["generate-humaneval-shard-000"])["generate-humaneval-shard-000"]
+    for skipped in ("execute-humaneval-shard-000", "score-humaneval"):  # skipped: not failures of their own
+        assert (tasks[skipped]["state_type"], tasks[skipped]["state_name"]) == ("COMPLETED", "Skipped")
+    (shard,) = [r for r in srv.flow_runs(name={"any_": ["generate-humaneval-shard-000"]})
                 if r["state_type"] != "COMPLETED"]  # the one of the broken model's run
     assert shard["state_type"] == "FAILED" and shard["work_pool_name"] == "gpu"
-    (artifact,) = api(env, "/artifacts/filter", {"artifacts": {"key": {"any_": ["failures-humaneval-generate-shard-00000"]},
-                                                               "flow_run_id": {"any_": [shard["id"]]}}})
+    (summary,) = srv.api("/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [parent["id"]]},
+                                                             "key": {"like_": "summary-"}}})
+    assert f"| humaneval | **failed**: {cause}" in summary["data"]
+    assert f"### [generate-humaneval-shard-000]({srv.ui}/runs/flow-run/{shard['id']})" in summary["data"]
+    (artifact,) = srv.api("/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [shard["id"]]},
+                                                              "key": {"like_": "failures-generate-humaneval-shard-000-"}}})
     assert "| HumanEval/0 | 0 | error |" in artifact["data"] and "broken-run" in artifact["data"]
-    if CHROMIUM:
-        base = env["PREFECT_API_URL"].removesuffix("/api")
-        dom = chromium_page(f"{base}/runs/flow-run/{parent['id']}", tmp, "ui-evaluate-run.png")
-        assert "generate-humaneval-shard-000" in dom
-        dom = chromium_page(f"{base}/runs/flow-run/{shard['id']}", tmp, "ui-failed-shard.png")
-        assert "generate-humaneval-shard-000" in dom
+    if CHROMIUM and server.database == "sqlite":
+        text = chromium_click(f"{srv.ui}/runs/flow-run/{parent['id']}", "Artifacts", srv.tmp,
+                              "ui-evaluate-run-artifacts.png")
+        assert summary["key"] in text and "Couldn't instantiate the backend tokenizer" in text
+        dom = chromium_page(f"{srv.ui}/artifacts/artifact/{summary['id']}", srv.tmp, "ui-evaluate-summary.png")
+        assert "Couldn" in dom and "generate-humaneval-shard-000" in dom
+
+
+@pytest.mark.parametrize("server", DATABASES, indirect=True)
+def test_the_nightly_schedule_fires_and_a_worker_completes_it_with_nobody_watching(server):
+    """prefect.yaml's nightly-leaderboard schedule, made due within a minute, is turned into a
+    flow run by the server's scheduler and completed by the cpu worker: no manual trigger."""
+    srv = server
+    now = dt.datetime.now(dt.timezone.utc)
+    due = (now + dt.timedelta(seconds=75)).replace(second=0, microsecond=0)
+    spec = srv.project / "prefect.yaml"
+    text = spec.read_text()
+    assert 'cron: "0 2 * * *"' in text and "models_file: models.yaml" in text
+    spec.write_text(text.replace('cron: "0 2 * * *"', f'cron: "{due.minute} {due.hour} * * *"')
+                    .replace("models_file: models.yaml", "models_file: tonight.yaml"))
+    (srv.project / "tonight.yaml").write_text(
+        "models:\n  - {model: reference, tasks: [humaneval, mbpp], limit: 3, executor: local, "
+        "allow_code_execution: true}\n")
+    srv.deploy()
+    srv.start("worker", "start", "--pool", "cpu", log="worker-cpu.log")
+    (deployment,) = srv.api("/deployments/filter", {"deployments": {"name": {"any_": ["nightly-leaderboard"]}}})
+    deadline = time.monotonic() + (due - now).total_seconds() + 300
+    runs: list[dict] = []
+    while time.monotonic() < deadline:
+        runs = srv.flow_runs(deployment_id={"any_": [deployment["id"]]}, state={"type": {"any_": ["COMPLETED",
+                                                                                                    "FAILED", "CRASHED"]}})
+        if runs:
+            break
+        time.sleep(3)
+    assert runs, "no nightly run finished: " + (srv.tmp / "worker-cpu.log").read_text()[-3000:] + \
+        "\n".join(srv.log_errors()[:10])
+    (run,) = runs
+    assert run["state_type"] == "COMPLETED", (srv.tmp / "worker-cpu.log").read_text()[-3000:]
+    assert run["auto_scheduled"] and run["created_by"] is None  # the scheduler made it, nobody asked
+    assert dt.datetime.fromisoformat(run["expected_start_time"].replace("Z", "+00:00")) == due
+    assert run["work_pool_name"] == "cpu" and run["name"].startswith("nightly-tonight-")
+    board = srv.project / "leaderboard"
+    assert (board / "index.html").is_file() and (board / "leaderboard.parquet").is_file()
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(board / "leaderboard.parquet").to_pylist()
+    primary = {(r["task"], r["metric"]): r["value"] for r in rows if r["primary"]}
+    assert primary == {("humaneval", "pass@1"): 1.0, ("mbpp", "pass@1"): 1.0}
 
 
 def test_shards_travel_between_hosts_through_an_fsspec_store(server, data_dir):
     """CODEEVAL_STORAGE as a URL and two hosts with nothing shared but the store (each worker its
     own CODEEVAL_CACHE, hence its own mirror): generation shards written on the gpu host reach
-    the cpu host's execution shards and score through the store, and so does results.json."""
-    env, start, tmp = server
-    cli = deploy(env, tmp)
-    store = tmp / "store"
+    the cpu host's execution shards and score through the store, and so does results.json;
+    `codeeval inspect RUN_ID` finds the run through the store from a third host."""
+    srv = server
+    srv.deploy()
+    store = srv.tmp / "store"
     for pool in ("gpu", "cpu"):
-        start("worker", "start", "--pool", pool, log=f"worker-{pool}.log",
-              extra_env={"CODEEVAL_STORAGE": store.as_uri(), "CODEEVAL_CACHE": str(tmp / f"host-{pool}")})
+        srv.start("worker", "start", "--pool", pool, log=f"worker-{pool}.log",
+                  extra_env={"CODEEVAL_STORAGE": store.as_uri(), "CODEEVAL_CACHE": str(srv.tmp / f"host-{pool}")})
     params = {"config": {"model": "reference", "tasks": ["humaneval"], "allow_code_execution": True,
                          "executor": "local", "data_dir": str(data_dir), "limit": 3, "shard_size": 2}}
-    result = cli("deployment", "run", "evaluate/evaluate", "--watch", "--params", json.dumps(params))
+    result = _watch(srv, params)
     assert result.returncode == 0 and "Completed" in result.stdout, \
-        result.stdout[-3000:] + (tmp / "worker-cpu.log").read_text()[-3000:] + (tmp / "worker-gpu.log").read_text()[-2000:]
+        result.stdout[-3000:] + (srv.tmp / "worker-cpu.log").read_text()[-3000:] + \
+        (srv.tmp / "worker-gpu.log").read_text()[-2000:]
     (results,) = store.rglob("results.json")
     assert json.loads(results.read_text())["humaneval"] == {"pass@1": 1.0}
 
@@ -184,5 +212,60 @@ def test_shards_travel_between_hosts_through_an_fsspec_store(server, data_dir):
 
     shards = [f"{stage}/shard-0000{i}.parquet" for stage in ("executions", "generations") for i in (0, 1)]
     assert files(store) == shards
-    assert files(tmp / "host-gpu") == shards[2:]  # the gpu host wrote generations and read nothing else
-    assert files(tmp / "host-cpu") == shards  # the cpu host fetched the generations from the store
+    assert files(srv.tmp / "host-gpu") == shards[2:]  # the gpu host wrote generations and read nothing else
+    assert files(srv.tmp / "host-cpu") == shards  # the cpu host fetched the generations from the store
+    run_id = results.parent.name
+    inspect = subprocess.run([str(Path(sys.executable).with_name("codeeval")), "inspect", run_id],
+                             env={**srv.env, "CODEEVAL_STORAGE": store.as_uri(),
+                                  "CODEEVAL_CACHE": str(srv.tmp / "host-laptop")},
+                             capture_output=True, text=True, timeout=120, cwd=srv.tmp)
+    assert inspect.returncode == 0, inspect.stderr
+    assert f"# run {run_id}" in inspect.stdout and "2 generation and 2 execution shards written" in inspect.stdout
+
+
+def _laptop_path() -> str:
+    """docs/deployment.md's `## The same on one laptop` commands, as written."""
+    text = (REPO / "docs" / "deployment.md").read_text()
+    section = text.split("## The same on one laptop", 1)[1]
+    return section.split("```", 2)[1].removeprefix("bash").strip("\n")
+
+
+def test_the_laptop_path_of_the_deployment_docs_runs_as_written(tmp_path):
+    """Every command of the laptop path in a checkout (its `make` steps no-ops once set up), its
+    own server on a free PORT, the shipped models.yaml: the nightly run completes."""
+    commands = _laptop_path()
+    assert "make prefect-server &" in commands and "models.yaml" in commands
+    project = tmp_path / "project"
+    copy_checkout(project)
+    (project / ".venv").symlink_to(REPO / ".venv")
+    assert subprocess.run(["make", "-q", "venv"], cwd=project).returncode == 0, "run `make venv` first"
+    port = free_port()
+    env = {**os.environ, "PORT": str(port), "PREFECT_HOME": str(tmp_path / "prefect-home"),
+           "PREFECT_WORKER_QUERY_SECONDS": "2", "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+    env.pop("PREFECT_API_URL", None)
+    script = tmp_path / "laptop.sh"
+    script.write_text("set -euo pipefail\n" + commands + "\n")
+    log = tmp_path / "laptop.log"
+    proc = subprocess.Popen(["bash", str(script)], cwd=project, env=env, start_new_session=True,
+                            stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    try:
+        code = proc.wait(timeout=1200)
+    finally:
+        os.killpg(proc.pid, 15)  # the server and the workers the commands left in the background
+        time.sleep(STOP_S)
+        try:
+            os.killpg(proc.pid, 9)
+        except ProcessLookupError:
+            pass
+    out = log.read_text()
+    assert code == 0 and "Flow run finished successfully" in out, out[-4000:]
+    board = project / "leaderboard"
+    html = (board / "index.html").read_text()
+    for model in ("reference", "SmolLM2-135M-Instruct", "replayed-example"):
+        assert model in html
+    import pyarrow.parquet as pq
+
+    rows = {r["model"]: r["value"] for r in pq.read_table(board / "leaderboard.parquet").to_pylist() if r["primary"]}
+    assert rows["reference"] == 1.0 and rows["replayed-example"] == 0.6  # 3 of its 5 programs are right
+    errors = [line for line in out.splitlines() if re.search(r"\|\s*ERROR\s*\||^Traceback", line)]
+    assert not errors, "\n".join(errors[:20])
