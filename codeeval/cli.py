@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_argument("results", nargs="+")
     inspect = sub.add_parser("inspect", help="a run's failed shards and failing samples, from its files "
                                              "(what the Prefect UI's artifacts show)")
-    inspect.add_argument("run", help="run directory, or a run id under runs/")
+    inspect.add_argument("run", help="run directory, or a run id (under CODEEVAL_STORAGE, a path or an fsspec URL, else runs/)")
     night = sub.add_parser("nightly", help="the nightly-leaderboard flow once, on this machine "
                                            "(what the scheduled deployment runs on a server)")
     night.add_argument("models_file", help="models.yaml (see docs/deployment.md)")

@@ -111,13 +111,15 @@ def _evaluate(config: RunConfig) -> dict:
         name: load_problems.with_options(task_run_name=f"load-{name}").submit(config, name, str(layout.problems(name)))
         for name in config.tasks
     }
-    plans: dict[str, PlannedTask] = {}
+    # every task's input errors before any shard starts: a shard in flight (waiting for a worker
+    # of its pool) must not outlive a run that has already failed
+    plans: dict[str, PlannedTask] = {name: future.result() for name, future in loads.items()}
     gens, execs, scores = {}, {}, {}
     runs: dict = {}  # task run name -> future, every shard and score
     last_gen: list = [None] * len(device_specs)  # one chain of generation shards per device
     last_exec: list = []  # the execution shards the next task's shards wait for
     for name in config.tasks:
-        plans[name] = plan = loads[name].result()
+        plan = plans[name]
         rows = artifacts.read_rows(Path(plan.problems_path))
         inputs = backend_class(backend.kind).input_fingerprint(backend, get_task(name))
         gens[name], execs[name] = [], []

@@ -55,8 +55,8 @@ def use_deployments(mode: str) -> bool:
     run = context.flow_run if context else None
     if run is None or (run.deployment_id is None and run.parent_task_run_id is None):
         return False  # a top-level run outside a deployment (`codeeval run`): no API call needed
-    if deployment.id is None:  # a subflow (the nightly flow's evaluate runs): its parent's deployment
-        return False
+    if deployment.id is None:  # a subflow of a run outside any deployment (`codeeval nightly`)
+        return False  # (a deployment's subflows, the nightly's evaluate runs, inherit its deployment id)
     with get_client(sync_client=True) as client:
         try:
             for name in (GENERATE, EXECUTE):

@@ -22,7 +22,7 @@ if [ -z "$bin" ]; then
     bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 fi
 if [ "$(id -u)" = 0 ]; then
-    as=(runuser -u postgres --)
+    as=(env -C / runuser -u postgres --)  # from /: the checkout may be in a directory only root can enter
     PGDATA="${PGDATA:-/var/lib/postgresql/codeeval-$PGPORT}"
 else
     as=()
@@ -39,11 +39,12 @@ if [ ! -f "$PGDATA/PG_VERSION" ]; then
     mkdir -p "$PGDATA"
     [ "$(id -u)" = 0 ] && chown postgres: "$PGDATA"
     chmod 700 "$PGDATA"
-    pwfile=$(mktemp)
-    printf '%s\n' "$PGPASSWORD" >"$pwfile"
+    # beside the data directory: wherever the cluster lives, its user can read there
+    pwfile="$(dirname "$PGDATA")/.codeeval-pw-$$"
+    (umask 077 && printf '%s\n' "$PGPASSWORD" >"$pwfile")
     [ "$(id -u)" = 0 ] && chown postgres: "$pwfile"
     "${as[@]}" "$bin/initdb" -D "$PGDATA" -U prefect --pwfile="$pwfile" --auth-local=scram-sha-256 \
-        --auth-host=scram-sha-256 -E UTF8 >&2
+        --auth-host=scram-sha-256 -E UTF8 >&2 || { rm -f "$pwfile"; exit 1; }
     rm -f "$pwfile"
 fi
 if ! "${as[@]}" "$bin/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1; then

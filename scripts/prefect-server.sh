@@ -22,7 +22,8 @@ export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1
 export PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED=true PREFECT_SERVER_LOGS_STREAM_PUBLISHING_ENABLED=true
 # The database: PREFECT_SERVER_DATABASE_CONNECTION_URL from scripts/postgres.sh for a team, else SQLite
 # in $PREFECT_HOME.
-PREFECT="${PREFECT:-.venv/bin/prefect}"
+PYTHON="${PYTHON:-.venv/bin/python}"
 db="${PREFECT_SERVER_DATABASE_CONNECTION_URL:-sqlite in $PREFECT_HOME}"
 echo "prefect server: UI and API at $PUBLIC_URL (workers: PREFECT_API_URL=$PUBLIC_URL/api); database: ${db//:*@/:***@}" >&2
-exec "$PREFECT" server start --host "$HOST" --port "$PORT"
+# `prefect server start`, with SQLite's write transactions opened IMMEDIATE (scripts/prefect_server.py)
+exec "$PYTHON" scripts/prefect_server.py --host "$HOST" --port "$PORT"

@@ -1,8 +1,8 @@
 """A real Prefect server for the team-mode tests, as docs/deployment.md starts one: the documented
 script (scripts/prefect-server.sh) on a free port with its own PREFECT_HOME, on SQLite or on
 PostgreSQL (scripts/postgres.sh), in a copy of the checkout that workers start flow runs in.
-What the tests own, they stop: the server, the workers (SIGTERM first: they must stop within
-STOP_S), the database cluster. A server whose log holds an ERROR line or a traceback fails the
+What the tests own, they stop: the server, the workers (SIGINT or SIGTERM first: they must stop
+within STOP_S), the database cluster. A server whose log holds an ERROR line or a traceback fails the
 test that used it."""
 from __future__ import annotations
 
@@ -97,13 +97,14 @@ class Server:
         return [line for line in text.splitlines() if ERROR_LINE.search(line)]
 
     def stop_workers(self) -> dict[str, float]:
-        """SIGTERM to each worker's process group; how long each took to exit."""
+        """SIGINT (Ctrl-C) to the gpu workers' process groups, SIGTERM (a service manager's stop) to
+        the others'; how long each took to exit."""
         took = {}
         for proc, log in self.workers:
             if proc.poll() is not None:
                 continue
             start = time.monotonic()
-            os.killpg(proc.pid, signal.SIGTERM)
+            os.killpg(proc.pid, signal.SIGINT if "gpu" in log.name else signal.SIGTERM)
             try:
                 proc.wait(timeout=STOP_S + 20)
             except subprocess.TimeoutExpired:
