@@ -253,6 +253,7 @@ def test_the_laptop_path_of_the_deployment_docs_runs_as_written(tmp_path):
                             stdout=open(log, "w"), stderr=subprocess.STDOUT)
     try:
         code = proc.wait(timeout=1200)
+        out = log.read_text()  # before the server goes: the workers then log its absence
     finally:
         os.killpg(proc.pid, 15)  # the server and the workers the commands left in the background
         time.sleep(STOP_S)
@@ -260,7 +261,6 @@ def test_the_laptop_path_of_the_deployment_docs_runs_as_written(tmp_path):
             os.killpg(proc.pid, 9)
         except ProcessLookupError:
             pass
-    out = log.read_text()
     assert code == 0 and "Flow run finished successfully" in out, out[-4000:]
     board = project / "leaderboard"
     html = (board / "index.html").read_text()

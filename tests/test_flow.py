@@ -139,7 +139,7 @@ def test_a_failed_shard_fails_the_run_and_a_rerun_recomputes_only_it(prefect_api
     args += ["--load_generations_path", str(saved)]
     assert main(args) == 1
     err = capsys.readouterr().err
-    assert "run failed: 1 task runs failed (a re-run retries only those; `codeeval inspect " in err
+    assert "run failed: 1 shards failed (a re-run retries only those; `codeeval inspect " in err
     assert "\n  execute-humaneval-shard-001: ValueError: program builder broke on HumanEval/3\n" \
         "  not run, waiting on those: score-humaneval" in err
     assert (out / "humaneval" / "errors" / "execute-shard-00001.json").is_file()
