@@ -180,3 +180,14 @@ def test_human_eval_samples_file_of_the_canonical_solutions_scores_164_through_t
     results = json.loads((out / "results.json").read_text())
     assert {name: results[name]["pass@1"] for name in bodies} == {name: 1.0 for name in bodies}
     capsys.readouterr()
+
+
+def test_the_cli_refuses_completion_rows_for_pal_in_one_line(data_dir, tmp_path, capsys):
+    from codeeval.cli import main
+
+    saved = tmp_path / "g.jsonl"
+    saved.write_text('{"task_id": "gsm8k/0", "completion": "print(1)"}\n')
+    assert main(["run", "--tasks", "pal-gsm8k-greedy", "--limit", "1", "--load_generations_path", str(saved),
+                 "--allow_code_execution", "--data-dir", str(data_dir), "--output-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "line 1: pal-gsm8k-greedy takes no" in err
