@@ -43,7 +43,9 @@ class LoadOptions:
 class Verdict:
     """What one execution means for the benchmark: the execution table's judged columns."""
 
-    status: str  # the sandbox's status (passed, failed, timeout, sandbox_error) or the judge's own
+    # the sandbox's status (passed, failed, timeout, sandbox_error) or the reference's own word
+    # (MultiPL-E: OK, Exception, SyntaxError, ...; PAL: no_answer, not_a_number): docs/usage.md
+    status: str
     passed: Optional[bool]  # None: a sample with no pass/fail notion
     tests: tuple[int, ...] = ()  # per-test outcome codes (1 pass, 0 wrong, -1 error, -2 timeout)
     subsets: Mapping[str, bool] = field(default_factory=dict)  # named sub-verdicts: {"base": True, "plus": False}
@@ -94,6 +96,11 @@ class Execution(abc.ABC):
 
     def judge(self, problem: Problem, outcome: Outcome, prepared: Any = None) -> Verdict:
         return exit_verdict(outcome)
+
+    def exit_code(self, outcome: Outcome) -> Optional[int]:
+        """The program's own exit code (the executions table's `exit_code`): the job's, unless
+        the job wraps the program (MultiPL-E's harness runs its compile and run steps)."""
+        return outcome.exit_code
 
 
 @dataclass(frozen=True)
