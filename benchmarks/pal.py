@@ -16,7 +16,7 @@ from typing import Any, Union
 from codeeval.benchmarks.data import find_local, load_hf, read_jsonl
 from codeeval.benchmarks.spec import LoadOptions, Problem, PythonTests, TaskSpec, Verdict
 from codeeval.errors import UsageError
-from codeeval.executors.base import Outcome, Program
+from codeeval.executors.base import PASSED, Outcome, Program
 from codeeval.metrics import AnswerAccuracy
 
 N_SHOTS = 8
@@ -28,6 +28,7 @@ SETS = {  # name -> (HF id, HF config, split, local file, question field, size)
     "gsmhard": ("reasoning-machines/gsm-hard", None, "train", ("gsm_hard", "gsmhardv2.jsonl"), "input", 1319),
 }
 FEWSHOT = ("bigcode_fewshot", "gsm8k_few_shot_prompts.json")
+NO_ANSWER, NOT_A_NUMBER = "no_answer", "not_a_number"  # statuses of runs that exited 0 with no usable answer
 
 Number = Union[int, float, str]
 
@@ -105,6 +106,15 @@ def answer_of(outcome: Outcome) -> Union[str, None]:
     return lines[-1].strip() if lines else None
 
 
+def is_number(answer: str) -> bool:
+    """What AnswerAccuracy can compare (bigcode's float(answer))."""
+    try:
+        float(answer)
+        return True
+    except ValueError:
+        return False
+
+
 def matches(answer: Union[str, None], expected: Number, tol: float = 1e-3) -> bool:
     try:
         return answer is not None and abs(float(answer) - float(expected)) < tol
@@ -121,9 +131,16 @@ class PrintedAnswer(PythonTests):
         return Program("", completion, timeout_s=self.timeout_s, guard=self.guard, merge_stderr=True)
 
     def judge(self, problem: Problem, outcome: Outcome, prepared: Any = None) -> Verdict:
+        """`status`: the sandbox's for a run that failed; for one that exited 0, `no_answer` (it
+        printed nothing) or `not_a_number` (its answer is no number) where AnswerAccuracy cannot use
+        the answer, else `passed`. With one sample per problem every status but `passed` is one
+        of the problems counted in `num_failed_execution` (docs/usage.md)."""
         answer = answer_of(outcome)
         detail = outcome.detail or ("" if answer is not None else "printed nothing")
-        return Verdict(outcome.status, matches(answer, target(problem)), answer=answer, detail=detail)
+        status = outcome.status
+        if outcome.passed:
+            status = NO_ANSWER if answer is None else PASSED if is_number(answer) else NOT_A_NUMBER
+        return Verdict(status, matches(answer, target(problem)), answer=answer, detail=detail)
 
 
 def make(name: str) -> TaskSpec:

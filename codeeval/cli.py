@@ -37,7 +37,8 @@ def _run_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="evaluate a model on tasks",
                        description="Evaluate a model; flags follow bigcode-evaluation-harness's main.py.")
     add = p.add_argument
-    add("--model", default=None, help="HF hub id or local dir; `reference` for the canonical solutions")
+    add("--model", default=None, help="HF hub id or local dir; `reference` for the canonical solutions; "
+                                      "required unless --load_generations_path (then it labels the run)")
     add("--tasks", required=True, help="comma-separated task names (`codeeval tasks` lists them)")
     add("--backend", default="", help="transformers | reference | replay | openai | vllm (default: inferred)")
     g = p.add_argument_group("generation (bigcode defaults)")

@@ -34,7 +34,7 @@ def execute_rows(task: TaskSpec, problems: Sequence[Problem], generations: Seque
         verdict = task.execution.judge(by_id[g["task_id"]], outcome, prepared.get(g["task_id"]))
         rows.append({
             "task_id": g["task_id"], "sample": g["sample"], "status": verdict.status, "passed": verdict.passed,
-            "exit_code": outcome.exit_code, "duration_s": outcome.duration_s, "cpu_s": outcome.cpu_s,
+            "exit_code": task.execution.exit_code(outcome), "duration_s": outcome.duration_s, "cpu_s": outcome.cpu_s,
             "stdout_tail": outcome.stdout_tail, "stderr_tail": outcome.stderr_tail, "detail": verdict.detail,
             "tests": list(verdict.tests), "subsets": sorted(verdict.subsets.items()), "answer": verdict.answer,
             "score": verdict.score,

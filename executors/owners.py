@@ -55,6 +55,16 @@ def _ours(api) -> dict[str, str]:
             for c in api.containers(all=True, filters={"label": LABEL}) if c.get("Names")}
 
 
+def containers_of(api, pids, sandbox_id: str = "") -> list[str]:
+    """Names of the sandbox containers (running or not; of one sandbox id or label value, if
+    given) started by these processes of this host's boot: what a test or a bench may count on
+    an engine other runs share (another run's containers are never in it)."""
+    mine = {f"{socket.gethostname()}/{boot_id()[:8]}/{pid}" for pid in pids}
+    found = api.containers(all=True, filters={"label": f"{LABEL}={sandbox_id}" if sandbox_id else LABEL})
+    return [c["Names"][0].lstrip("/") for c in found if c.get("Names")
+            and (c.get("Labels") or {}).get(OWNER_LABEL, "").rsplit("/", 1)[0] in mine]
+
+
 def sweep_stale(client) -> list[str]:
     """Remove sandbox containers whose owner process is gone (a crashed run). Returns their names."""
     stale = [name for name, owner in _ours(client.api).items() if not _owner_alive(owner)]

@@ -3,9 +3,11 @@
 Formats (docs/usage.md):
 - bigcode's --load_generations_path JSON: a list with one list of programs per problem,
   in dataset order; used as already post-processed, as bigcode does.
-- JSONL, one sample a line: {"task_id", "completion"} (appended to the prompt, as
-  human-eval does) or {"task_id", "solution"} (a whole program, as EvalPlus does), or the
-  repo-level benchmarks' {"namespace", "completion"[, "idx"]} (a function body, used as is).
+- JSONL, one sample a line: {"task_id", "completion"} (appended to the text the task's
+  `completion_prefix` names: the dataset's unstripped prompt, as human-eval, EvalPlus and
+  MultiPL-E do; refused where no tool writes such rows), {"task_id", "solution"} (a whole
+  program, as EvalPlus does), or the repo-level benchmarks' {"namespace", "completion"[, "idx"]}
+  (a function body, used as is).
 Either may be gzipped (`.json.gz`, `.jsonl.gz`: released generations often are).
 A path may hold `{task}`; with several tasks and no placeholder, `<stem>_<task><ext>`
 is used when it exists (bigcode's naming).
@@ -17,7 +19,7 @@ import json
 import logging
 from collections import defaultdict
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.errors import UsageError
@@ -54,19 +56,25 @@ def _text(path: Path) -> str:
         raise UsageError(f"malformed generations file {path}: not gzip ({exc})") from None
 
 
-def parse(path: Path, problems: Sequence[Problem]) -> dict[str, list[str]]:
+Prefix = Optional[Callable[[Problem], str]]  # TaskSpec.completion_prefix
+
+
+def parse(path: Path, problems: Sequence[Problem], prefix: Prefix = None,
+          task: str = "this task") -> dict[str, list[str]]:
     """task_id -> finished programs; `problems` are all the run's problems of the task, in
-    order (list position i of a JSON file is problem i, as in bigcode with --limit_start)."""
-    return _read(path, problems)[0]
+    order (list position i of a JSON file is problem i, as in bigcode with --limit_start);
+    `prefix` is what a completion row continues (None: such rows are refused)."""
+    return _read(path, problems, prefix, task)[0]
 
 
-def _read(path: Path, problems: Sequence[Problem]) -> tuple[dict[str, list[str]], int]:
+def _read(path: Path, problems: Sequence[Problem], prefix: Prefix,
+          task: str) -> tuple[dict[str, list[str]], int]:
     """(parse's result, how many problems a JSON file holds)."""
     if not path.is_file():
         raise UsageError(f"generations file not found: {path}")
     text = _text(path)
     if split_name(path)[1].removesuffix(".gz") == ".jsonl":
-        return _parse_jsonl(path, text, problems), len(problems)  # extra task ids are not counted
+        return _parse_jsonl(path, text, problems, prefix, task), len(problems)  # extra task ids are not counted
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -84,8 +92,9 @@ def _read(path: Path, problems: Sequence[Problem]) -> tuple[dict[str, list[str]]
     return {p.task_id: g for p, g in zip(problems, data)}, len(data)
 
 
-def _parse_jsonl(path: Path, text: str, problems: Sequence[Problem]) -> dict[str, list[str]]:
-    prompts = {p.task_id: p.prompt for p in problems}
+def _parse_jsonl(path: Path, text: str, problems: Sequence[Problem], prefix: Prefix,
+                 task: str) -> dict[str, list[str]]:
+    by_id = {p.task_id: p for p in problems}
     found: dict[str, list[str]] = defaultdict(list)
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -96,17 +105,36 @@ def _parse_jsonl(path: Path, text: str, problems: Sequence[Problem]) -> dict[str
                 task_id, program = str(row["namespace"]), row["completion"]
             else:
                 task_id = str(row["task_id"])
-                program = row["solution"] if "solution" in row else prompts.get(task_id, "") + row["completion"]
+                program = (row["solution"] if "solution" in row
+                           else _continued(by_id.get(task_id), prefix, row["completion"]))
         except (json.JSONDecodeError, KeyError, TypeError):
             raise UsageError(f"malformed generations file {path}, line {number}: "
                              'expected {"task_id": ..., "completion": ...} or {"task_id": ..., "solution": ...}') from None
+        except _NoPrefix:
+            raise UsageError(f"generations file {path}, line {number}: {task} takes no "
+                             '{"task_id": ..., "completion": ...} rows (no tool writes them for it): '
+                             'give {"task_id": ..., "solution": ...} rows or bigcode\'s JSON') from None
         if not isinstance(program, str):
             raise UsageError(f"malformed generations file {path}, line {number}: completion is not a string")
         found[task_id].append(program)
-    missing = [t for t in prompts if t not in found]
+    missing = [t for t in by_id if t not in found]
     if missing:
         raise UsageError(f"generations file {path} has no samples for {missing[0]} ({len(missing)} problems missing)")
     return found
+
+
+class _NoPrefix(Exception):
+    pass
+
+
+def _continued(problem: Optional[Problem], prefix: Prefix, completion) -> str:
+    """A completion row's program: the task's prefix + the completion (a row of a problem not
+    scored is kept unprefixed: it is never looked up)."""
+    if prefix is None:
+        raise _NoPrefix
+    if not isinstance(completion, str):
+        return completion  # reported below as not a string
+    return (prefix(problem) if problem is not None else "") + completion
 
 
 def _template(spec) -> str:
@@ -130,13 +158,14 @@ class ReplayBackend(Backend):
     def programs(self, task: TaskSpec, problems: Sequence[Problem]) -> dict[str, list[str]]:
         key = (task.name, tuple(p.task_id for p in problems))
         if key not in self._parsed:
-            self._parsed[key] = parse(path_for(self.template, task.name), problems)
+            self._parsed[key] = parse(path_for(self.template, task.name), problems, task.completion_prefix,
+                                      task.name)
         return self._parsed[key]
 
     @classmethod
     def counts(cls, spec, task: TaskSpec, problems: Sequence[Problem]) -> dict[str, int]:
         path = path_for(_template(spec), task.name)
-        programs, in_file = _read(path, problems)
+        programs, in_file = _read(path, problems, task.completion_prefix, task.name)
         if in_file > len(problems):
             log.warning("generations file %s has more problems than the %d scored", path, len(problems))
         return {p.task_id: len(programs[p.task_id]) for p in problems}

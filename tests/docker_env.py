@@ -72,7 +72,9 @@ def busy_cores():
 
 
 def our_containers(owner: str | None = None, sandbox_id: str | None = None) -> list[str]:
-    """Names of sandbox containers (of one owner process or one sandbox, if given), running or not."""
+    """Names of the sandbox containers of one owner process or one sandbox (never every run's:
+    other runs share the engine), running or not."""
+    assert owner or sandbox_id, "count only your own containers: give an owner or a sandbox id"
     args = ["docker", "ps", "-a", "--filter", f"label={LABEL}" + (f"={sandbox_id}" if sandbox_id else "")]
     if owner:
         args += ["--filter", f"label=codeeval.owner={owner}"]
@@ -90,10 +92,16 @@ def _proc(name: str):
                 continue
 
 
-def sandbox_uid_processes() -> list[str]:
-    """Host processes running as a sandbox uid (10000-10127): there must be none after a run."""
-    return [pid for pid, status in _proc("status") for line in status.splitlines()
-            if line.startswith("Uid:") and 10000 <= int(line.split()[1]) < 10128]
+def containers_of(pids, sandbox_id: str = "") -> list[str]:
+    """The sandbox containers these processes (of this host's boot) started, running or not."""
+    from codeeval.executors.engine import connect
+    from codeeval.executors.owners import containers_of as of
+
+    client = connect()
+    try:
+        return of(client.api, pids, sandbox_id)
+    finally:
+        client.close()
 
 
 def container_ids(names: list[str]) -> list[str]:

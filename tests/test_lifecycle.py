@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from docker_env import ensure_images
+from docker_env import containers_of, ensure_images
 
 N_PROBLEMS, SHARD = 12, 2
 
@@ -52,10 +52,8 @@ def alive(pids: set[int]) -> set[int]:
 
 
 def owned_containers(pid: int) -> list[str]:
-    out = subprocess.run(["docker", "ps", "-a", "--filter", "label=codeeval.sandbox", "--format",
-                          '{{.Names}}\t{{.Label "codeeval.owner"}}'], capture_output=True, text=True, check=True)
-    return [line.split("\t")[0] for line in out.stdout.splitlines()
-            if len(line.split("\t")) == 2 and line.split("\t")[1].split("/")[2:3] == [str(pid)]]
+    """The run's containers (its CLI process owns them), never another run's on the shared engine."""
+    return containers_of([pid])
 
 
 @pytest.fixture(scope="module")

@@ -167,7 +167,7 @@ def test_adversarial_programs(boxes, data_dir):
     started = time.monotonic()
     loop, flood, background, noisy, early = judge_all(boxes, jobs)
     # CPU limit (5 s); on a machine so loaded that the loop gets < 1/5 of a core, the backstop (25 s)
-    assert loop.status == "timeout" and not loop.passed and "Timeout" in loop.detail
+    assert loop.status == "Timeout" and not loop.passed and "Timeout" in loop.detail
     assert not flood.passed
     assert background.passed
     assert not noisy.passed and "Exception" in noisy.detail
@@ -209,6 +209,33 @@ def test_run_scores_only_its_own_programs_whatever_tmp_holds(prefect_api, data_d
     assert results["multiple-lua"] == {"pass@1": 0.5}
     assert results["multiple-swift"]["pass@1"] == pytest.approx(2 / 3)
     assert set(Path(tempfile.gettempdir()).glob("*.results.json")) == before
+
+
+def test_samples_file_rows_continue_the_unstripped_prompt_and_the_log_keeps_multipl_e_s_words(
+        prefect_api, data_dir, tmp_path, capsys):
+    """`{"task_id", "completion"}` rows (the body after MultiPL-E's own, unstripped prompt) through
+    the CLI: the executions Parquet holds MultiPL-E's status word and the program's own exit code
+    (Rust: a panic exits 101, rustc's refusal 1, a timeout none), and results.json counts the words."""
+    import pyarrow.parquet as pq
+
+    from codeeval.cli import main
+
+    ensure_multiple_images()
+    problem = problems_of("multiple-rs", data_dir)["HumanEval_53_add"]
+    right, wrong = BODIES["rs"]["HumanEval_53_add"]
+    bodies = [right, wrong, "\n    x +\n", "\n    loop {}\n"]
+    saved = tmp_path / "samples.jsonl"
+    saved.write_text("".join(json.dumps({"task_id": problem.task_id, "completion": b}) + "\n" for b in bodies))
+    out = tmp_path / "out"
+    assert main(["run", "--tasks", "multiple-rs", "--load_generations_path", str(saved), "--limit_start",
+                 str(problem.index), "--limit", "1", "--n_samples", "4", "--allow_code_execution",
+                 "--data-dir", str(data_dir), "--output-dir", str(out)]) == 0
+    capsys.readouterr()
+    rows = sorted(pq.read_table(out / "multiple-rs" / "executions").to_pylist(), key=lambda r: r["sample"])
+    assert [(r["status"], r["exit_code"], r["passed"]) for r in rows] == [
+        ("OK", 0, True), ("Exception", 101, False), ("SyntaxError", 1, False), ("Timeout", None, False)]
+    task = json.loads((out / "results.json").read_text())["codeeval"]["tasks"]["multiple-rs"]
+    assert task["statuses"] == {"Exception": 1, "OK": 1, "SyntaxError": 1, "Timeout": 1}
 
 
 def test_cli_refuses_julia_at_once(data_dir, tmp_path, capsys):

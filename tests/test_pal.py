@@ -63,12 +63,18 @@ def test_answers_from_real_runs_and_the_votes(gsm8k, sandbox):
         "import sys\ndef solution():\n    print('to stderr', file=sys.stderr)\n    return 17.9995\nprint(solution())",
         "def solution():\n    return 18\nprint(solution())\nprint('trailing', file=__import__('sys').stderr)",
         "def solution():\n    while True:\n        pass\nprint(solution())",  # CPU limit: failed
+        "def solution():\n    return 18\n",  # exits 0 having printed nothing
     ]
     task, samples = run("pal-gsm8k-greedy", problem, completions, sandbox)
     answers = [s.verdict.answer for s in samples]
-    assert answers == [None, "None", "18", "17.9995", "trailing", None]
-    assert [s.verdict.passed for s in samples] == [False, False, True, True, False, False]
-    assert samples[5].verdict.status == "timeout"
+    assert answers == [None, "None", "18", "17.9995", "trailing", None, None]
+    assert [s.verdict.passed for s in samples] == [False, False, True, True, False, False, False]
+    # every status but `passed` is a problem in num_failed_execution when it is a problem's only sample
+    assert [s.verdict.status for s in samples] == [
+        "failed", "not_a_number", "passed", "passed", "not_a_number", "timeout", "no_answer"]
+    for sample in samples:
+        failed = task.metrics[0].compute([problem], [sample], [])["num_failed_execution"]
+        assert failed == (sample.verdict.status != "passed"), sample
     accuracy = task.metrics[0]
     # greedy: the first answer of a run that did not fail ('None': not a number, counted as failed)
     assert accuracy.compute([problem], samples, []) == {"accuracy": 0.0, "num_failed_execution": 1}
@@ -90,3 +96,22 @@ def test_reference_programs_print_their_targets(gsm8k, data_dir, sandbox):
     for name, problem in (("pal-gsm8k-greedy", gsm8k[5]), ("pal-gsmhard-greedy", hard[0])):
         task, [sample] = run(name, problem, [pal.reference_solution(problem)], sandbox)
         assert sample.verdict.passed and float(sample.verdict.answer) == pal.target(problem)
+
+
+def test_results_json_statuses_add_up_to_num_failed_execution(prefect_api, gsm8k, data_dir, tmp_path, capsys):
+    """Greedy PAL through the CLI: one sample per problem, so the problems in num_failed_execution
+    are exactly the samples whose status is not `passed` (failed, timeout, no_answer, not_a_number)."""
+    from codeeval.cli import main
+
+    programs = [pal.reference_solution(gsm8k[0]), "raise ValueError('no')", "x = 1",
+                "print('no idea')", "while True:\n    pass", pal.reference_solution(gsm8k[5])]
+    saved = tmp_path / "generations.json"
+    saved.write_text(json.dumps([[p] for p in programs]))
+    out = tmp_path / "out"
+    assert main(["run", "--tasks", "pal-gsm8k-greedy", "--limit", str(len(programs)), "--load_generations_path",
+                 str(saved), "--allow_code_execution", "--data-dir", str(data_dir), "--output-dir", str(out)]) == 0
+    capsys.readouterr()
+    results = json.loads((out / "results.json").read_text())
+    statuses = results["codeeval"]["tasks"]["pal-gsm8k-greedy"]["statuses"]
+    assert statuses == {"failed": 1, "no_answer": 1, "not_a_number": 1, "passed": 2, "timeout": 1}
+    assert results["pal-gsm8k-greedy"]["num_failed_execution"] == sum(statuses.values()) - statuses["passed"] == 4

@@ -22,7 +22,7 @@ from codeeval.executors.repo.jobs import RepoJob, RepoRun
 from codeeval.executors.repo.patch import Journal, RestoreFailed, patched_text, sha256
 from codeeval.executors.repo.testrun import TestRunner
 from codeeval.generation import replay
-from docker_env import ensure_images
+from docker_env import containers_of, ensure_images
 from repo_fixtures import MINI_UTIL, write_data, write_mini_tree
 
 HERE = Path(__file__).resolve().parent
@@ -168,9 +168,7 @@ def test_mini_repo_verdicts_in_docker(tmp_path, runner, monkeypatch):
     for rel, digest in pristine.items():
         assert sha256((root / rel).read_bytes()) == digest
     assert not Journal(root, "Utilities/mini").pending()
-    left = subprocess.run(["docker", "ps", "-q", "--filter", "label=codeeval.sandbox=repo"], capture_output=True,
-                          text=True).stdout.split()
-    assert left == []
+    assert containers_of([os.getpid()], "repo") == []  # ours only: other runs share the engine
 
 
 WORKER = r"""

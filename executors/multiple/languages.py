@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Optional
 
-from codeeval.executors.base import FAILED, PASSED, SANDBOX_ERROR, TIMEOUT, Outcome, Program, wall_backstop
+from codeeval.executors.base import SANDBOX_ERROR, TIMEOUT, Outcome, Program, wall_backstop
 
 HARNESS = (Path(__file__).with_name("harness.py")).read_text()
 
@@ -233,10 +233,3 @@ def language(name: str) -> Language:
         return LANGUAGES[name]
     except KeyError:
         raise KeyError(f"no MultiPL-E runner for language {name!r}; known: {', '.join(sorted(LANGUAGES))}") from None
-
-
-def passed_or_not(result: Result) -> str:
-    """The sandbox-level status name of a result (the executions table's `status`)."""
-    if result.passed:
-        return PASSED
-    return {TIMED_OUT: TIMEOUT, SANDBOX_ERROR: SANDBOX_ERROR}.get(result.status, FAILED)

@@ -1,0 +1,47 @@
+"""docs/usage.md's `codeeval run` table and `codeeval run --help` describe the same flags: a flag
+added, renamed or removed on one side only, or required on one side only, fails here."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from codeeval.cli import build_parser
+
+USAGE = Path(__file__).resolve().parents[1] / "docs" / "usage.md"
+
+
+def run_actions() -> list:
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    return [a for a in sub.choices["run"]._actions if a.option_strings and a.dest != "help"]
+
+
+def doc_rows() -> dict[str, str]:
+    """flag -> its default cell, from the table under `## \\`codeeval run\\``."""
+    section = USAGE.read_text().split("## `codeeval run`", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| `--") and len(cells) >= 3:
+            for flag in re.findall(r"`?(--[\w-]+)", cells[0]):
+                rows[flag] = cells[1]
+    return rows
+
+
+def test_every_run_flag_is_documented_and_every_documented_flag_exists():
+    rows, actions = doc_rows(), run_actions()
+    undocumented = [a.option_strings[0] for a in actions if not set(a.option_strings) & set(rows)]
+    assert not undocumented, f"in `codeeval run --help`, not in docs/usage.md: {undocumented}"
+    known = {s for a in actions for s in a.option_strings}
+    assert not set(rows) - known, f"in docs/usage.md, not in `codeeval run --help`: {set(rows) - known}"
+    assert len(rows) >= 40
+
+
+def test_required_means_the_same_in_the_docs_and_in_help():
+    rows = doc_rows()
+    for action in run_actions():
+        default = next((rows[s] for s in action.option_strings if s in rows), None)
+        if default is None:
+            continue  # the test above names it
+        assert (default == "required") == action.required, (action.option_strings, default)
+        conditional = "required unless" in default
+        assert conditional == ("required unless" in (action.help or "")), (action.option_strings, default)
