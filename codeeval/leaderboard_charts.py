@@ -69,8 +69,8 @@ def trend(task: str, metric: str, nights: list[str], series: dict[str, list]) ->
         lines.append(f'<g class="series" data-model="{esc(model)}" data-values="{data}">{paths}{dots}</g>')
         legend.append(f'<li><span class="swatch" style="background:{colour(k)}"></span>{esc(model)}</li>')
     base = TOP + TREND_H
-    ticks = (f'<text x="{PAD_L + 6}" y="{base + 16}">{esc(_short(nights[0]))}</text>'
-             + (f'<text x="{TREND_W - 10}" y="{base + 16}" text-anchor="end">{esc(_short(nights[-1]))}</text>'
+    ticks = (f'<text x="{PAD_L + 6}" y="{base + 16}">{esc(short_night(nights[0]))}</text>'
+             + (f'<text x="{TREND_W - 10}" y="{base + 16}" text-anchor="end">{esc(short_night(nights[-1]))}</text>'
                 if len(nights) > 1 else ""))
     return (f'<div class="chart trend" data-task="{esc(task)}" data-nights="{len(nights)}">'
             f'<h3>{esc(task)} ({esc(metric)}) over {len(nights)} night{"s" * (len(nights) != 1)}</h3>'
@@ -82,7 +82,7 @@ def trend(task: str, metric: str, nights: list[str], series: dict[str, list]) ->
             f'<ul class="legend">{"".join(legend)}</ul></div>')
 
 
-def _short(night: str) -> str:
+def short_night(night: str) -> str:
     """2026-11-24T195012Z -> 2026-11-24 19:50 (a plain date stays as it is)."""
     day, _, time = night.partition("T")
     return f"{day} {time[:2]}:{time[2:4]}" if len(time) >= 4 else day

@@ -46,7 +46,8 @@ tr.failed td:first-child { color: #b00; } td.stale { color: #999; } td.failed-ce
 .failures { border: 2px solid #d33; background: #fff4f4; padding: .5em 1em; margin-bottom: 1.5em; }
 .failures h2 { color: #b00; margin-top: .2em; } .cause { white-space: pre-wrap; margin: .2em 0 .8em 1em; }
 td.up { color: #1a7f37; } td.down { color: #b00; }
-.legend { list-style: none; padding: 0; } .swatch { display: inline-block; width: 1em; height: .6em; margin-right: .4em; }
+.legend { list-style: none; padding: 0; }
+.swatch { display: inline-block; width: 1em; height: .6em; margin-right: .4em; }
 """
 
 

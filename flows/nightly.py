@@ -16,7 +16,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from codeeval import artifacts, leaderboard_html, nightly
+from codeeval import artifacts, leaderboard_charts, leaderboard_html, nightly
 from codeeval.errors import RunFailed
 from codeeval.flows.evaluate import evaluate
 from codeeval.plan import check
@@ -60,7 +60,7 @@ def nightly_leaderboard(models_file: str, output_dir: str = "leaderboard", runs_
     nightly.write_leaderboard(nightly.history_path(out, night), rows)
     changes_md = nightly.changes_markdown(delta, previous_date, date, failed)
     page = artifacts.write_bytes(out / "index.html", leaderboard_html.render(
-        rows, f"{date} ({night})", delta, previous_date, failed, nightly.read_history(out)).encode())
+        rows, f"{leaderboard_charts.short_night(night)} UTC", delta, previous_date, failed, nightly.read_history(out)).encode())
     create_table_artifact([{k: r[k] for k in ("model", "task", "metric", "value", "problems", "run_id", "date",
                                               "error")}
                            for r in rows if r["primary"]], key="leaderboard",
