@@ -67,7 +67,8 @@ def trend(task: str, metric: str, nights: list[str], series: dict[str, list]) ->
                        f'<title>{esc(model)}, {esc(nights[i])}: {v:.4f}</title></circle>'
                        for i, v in enumerate(line) if v is not None)
         lines.append(f'<g class="series" data-model="{esc(model)}" data-values="{data}">{paths}{dots}</g>')
-        legend.append(f'<li><span class="swatch" style="background:{colour(k)}"></span>{esc(model)}</li>')
+        none = "" if any(v is not None for v in line) else " (no value yet)"
+        legend.append(f'<li><span class="swatch" style="background:{colour(k)}"></span>{esc(model)}{none}</li>')
     base = TOP + TREND_H
     ticks = (f'<text x="{PAD_L + 6}" y="{base + 16}">{esc(short_night(nights[0]))}</text>'
              + (f'<text x="{TREND_W - 10}" y="{base + 16}" text-anchor="end">{esc(short_night(nights[-1]))}</text>'
