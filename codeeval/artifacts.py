@@ -8,13 +8,15 @@ runs/<run_id>/<task>/metrics.json
 runs/<run_id>/results.json
 Every write goes to a temporary file first and is renamed into place, so a crash never
 leaves a half-written artifact that a re-run would take for a finished one; the temporary
-file's name holds the writer's pid, and the next run removes those of dead writers.
+file's name holds the writer's pid, and the next run removes those of dead writers. Files are
+created as open(2) does, 0666 less the umask (0644 under the usual 022), folders 0777 less it:
+a leaderboard served by any web server, a run on a shared path, are readable by others.
 """
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -78,8 +80,7 @@ def write_atomically(path: Path, write, publish: bool = True) -> Path:
     """`write(tmp)` into a temporary file beside `path`, renamed into place; then put in the
     fsspec store (when CODEEVAL_STORAGE is a URL) unless `publish` is False (a fetched copy)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=TMP_SUFFIX)
-    os.close(fd)
+    tmp = _create_temporary(path)
     try:
         write(tmp)
         os.replace(tmp, path)
@@ -89,6 +90,18 @@ def write_atomically(path: Path, write, publish: bool = True) -> Path:
     if publish:
         storage.publish(path)
     return path
+
+
+def _create_temporary(path: Path) -> str:
+    """An empty new file beside `path`, mode 0666 less the umask (tempfile.mkstemp's are 0600 whatever
+    the umask; reading the umask with os.umask would change it for a moment for every thread)."""
+    while True:
+        tmp = str(path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return tmp
+        except FileExistsError:
+            continue
 
 
 def _pid_alive(pid: int) -> bool:

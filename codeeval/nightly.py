@@ -27,16 +27,18 @@ from typing import Any, Iterable, Optional
 
 import pyarrow as pa
 
-from codeeval import artifacts
+from codeeval import artifacts, failures
 from codeeval.config import RunConfig
-from codeeval.errors import UsageError
+from codeeval.errors import RunFailed, UsageError
 from codeeval.generation.base import GenerationArgs
 from codeeval.leaderboard import primary
 
 LEADERBOARD_SCHEMA = pa.schema([
     ("model", pa.string()), ("task", pa.string()), ("metric", pa.string()), ("value", pa.float64()),
     ("primary", pa.bool_()), ("problems", pa.int64()), ("run_id", pa.string()), ("date", pa.string()),
+    ("error", pa.string()),  # a model whose run failed tonight: its root cause (its rows are older, or empty)
 ])
+HISTORY = "history"  # under the output folder: one leaderboard-<stamp>.parquet per night, never overwritten
 CONFIG_FIELDS = {f.name for f in dataclasses.fields(RunConfig)} - {"generation"}
 GENERATION_FIELDS = {f.name for f in dataclasses.fields(GenerationArgs)}
 
@@ -90,12 +92,50 @@ def rows_of(results: dict, date: str) -> list[dict]:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 rows.append({"model": results["config"]["model"], "task": task, "metric": metric,
                              "value": float(value), "primary": metric == head, "problems": detail.get("problems"),
-                             "run_id": info.get("run_id"), "date": date})
+                             "run_id": info.get("run_id"), "date": date, "error": None})
     return rows
+
+
+def failure_cause(error: BaseException) -> str:
+    """Why a model's run failed, whole: evaluate's RunFailed states each failed shard's root cause on
+    a line of its own (kept, every line); any other error is its chain's root cause."""
+    if isinstance(error, RunFailed) and error.__cause__ is None:
+        lines = [" ".join(line.split()) for line in str(error).splitlines()]
+        return "\n".join(line for line in lines if line) or failures.root_cause(error)
+    return failures.root_cause(error)
+
+
+def failed_rows(previous: list[dict], model: str, tasks: list[str], cause: str, date: str) -> list[dict]:
+    """A failed model's rows: its previous ones (their date says how old) with tonight's cause; a
+    task it has none for gets an empty row, so the model is never missing from the leaderboard."""
+    kept = [{**r, "error": cause} for r in previous if r["model"] == model]
+    have = {r["task"] for r in kept}
+    return kept + [{"model": model, "task": task, "metric": None, "value": None, "primary": True, "problems": None,
+                    "run_id": None, "date": date, "error": cause} for task in tasks if task not in have]
 
 
 def today() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
+
+
+def stamp() -> str:
+    """This moment in UTC, sortable and fit for a file name; it follows a plain date (YYYY-MM-DD)."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H%M%SZ")
+
+
+def history_path(out: Path, night: str) -> Path:
+    """A new snapshot's path under out/history: never one that exists (two nights in one second)."""
+    path, n = out / HISTORY / f"leaderboard-{night}.parquet", 1
+    while path.exists():
+        n += 1
+        path = out / HISTORY / f"leaderboard-{night}_{n}.parquet"  # sorts after the first
+    return path
+
+
+def read_history(out: Path) -> list[tuple[str, list[dict]]]:
+    """(night, rows) of every snapshot under out/history, oldest first."""
+    snapshots = sorted((out / HISTORY).glob("leaderboard-*.parquet"))
+    return [(p.stem[len("leaderboard-"):], artifacts.read_rows(p)) for p in snapshots]
 
 
 def write_leaderboard(path: Path, rows: Iterable[dict]) -> Path:
@@ -111,7 +151,9 @@ def changes(previous: list[dict], current: list[dict]) -> list[dict]:
     def key(row: dict) -> tuple:
         return row["model"], row["task"], row["metric"]
 
-    before, after = {key(r): r for r in previous}, {key(r): r for r in current}
+    # a failed model's placeholder row (no metric) has no value to compare
+    before = {key(r): r for r in previous if r.get("metric") is not None}
+    after = {key(r): r for r in current if r.get("metric") is not None}
     out = []
     for k in sorted(set(before) | set(after)):
         old, new = before.get(k), after.get(k)
@@ -131,8 +173,9 @@ def changes_markdown(delta: list[dict], previous_date: Optional[str], date: str,
                   f"{_change(d)} |" for d in delta]
     else:
         lines.append("No metric changed.")
-    for model, why in failed.items():
-        lines += ["", f"**{model} failed**: {why}"]
+    for model, why in failed.items():  # every line of the cause (one per failed shard)
+        first, *rest = why.splitlines() or [""]
+        lines += ["", f"**{model} failed**: {first}", *(f"- {line}" for line in rest)]
     return "\n".join(lines) + "\n"
 
 

@@ -43,3 +43,37 @@ def test_each_task_shows_its_primary_metric(tmp_path):
 def test_missing_results_is_a_usage_error(tmp_path, capsys):
     assert main(["leaderboard", str(tmp_path / "nothing")]) == 2
     assert "no results.json" in capsys.readouterr().err
+
+
+def test_a_first_night_where_every_model_failed_still_lists_them_with_their_cause(tmp_path):
+    """No previous leaderboard and no score at all: the page names each model, its whole cause,
+    its tasks as `failed`, and a trend of one night with no point; the parquet keeps the rows."""
+    from codeeval import leaderboard_html, nightly
+    from codeeval.errors import RunFailed
+
+    error = RunFailed("1 shards failed (...):\n  generate-mbpp-shard-000: OSError: no such file\n  not run: score-mbpp")
+    cause = nightly.failure_cause(error)
+    assert cause.splitlines() == ["1 shards failed (...):", "generate-mbpp-shard-000: OSError: no such file",
+                                  "not run: score-mbpp"]
+    try:
+        try:
+            raise KeyError("vocab")
+        except KeyError as inner:
+            raise ValueError("could not load\nthe tokenizer") from inner
+    except ValueError as outer:
+        assert nightly.failure_cause(outer) == "KeyError: 'vocab'"  # the chain's root, not its first line
+
+    rows = nightly.failed_rows([], "m", ["mbpp", "humaneval"], cause, "2026-11-24")
+    board = tmp_path / "board"
+    nightly.write_leaderboard(board / "leaderboard.parquet", rows)
+    nightly.write_leaderboard(nightly.history_path(board, "2026-11-24T020000Z"), rows)
+    nightly.write_leaderboard(nightly.history_path(board, "2026-11-24T020000Z"), rows)  # the same second
+    history = nightly.read_history(board)
+    assert [night for night, _ in history] == ["2026-11-24T020000Z", "2026-11-24T020000Z_2"]
+    assert nightly.changes([], nightly.read_leaderboard(board / "leaderboard.parquet")) == []
+    page = leaderboard_html.render(rows, "2026-11-24 (2026-11-24T020000Z)", [], None, {"m": cause}, history[:1])
+    assert '<tr class="failed"><td>m (failed)</td>' in page and page.count('class="failed-cell"') == 2
+    assert "generate-mbpp-shard-000: OSError: no such file" in page and "not run: score-mbpp" in page
+    assert "0 changes (no previous leaderboard)" in page and "No metric changed." in page
+    assert page.count('data-nights="1"') == 2 and page.count('data-values=""') == 2
+    assert "<rect" not in page and "<circle" not in page

@@ -1,8 +1,12 @@
-"""The nightly leaderboard flow on a real Prefect API, twice (the second night recomputes nothing
-and has no changes), and its HTML page opened in headless Chromium (Debian's package)."""
+"""The nightly leaderboard flow on a real Prefect API, three nights (the second recomputes nothing
+and has no changes; on the third a model improves and one fails to load), and its HTML page
+opened in headless Chromium (Debian's package), its screenshot kept in .cache/screenshots."""
 from __future__ import annotations
 
+import gzip
+import html
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -11,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from codeeval.errors import UsageError
+from codeeval.errors import RunFailed, UsageError
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -26,18 +30,7 @@ def latest_artifact(key: str):
     return found[0]
 
 
-@pytest.fixture(scope="module")
-def nights(prefect_api, data_dir, tmp_path_factory):
-    """Two models (the reference solutions; saved generations that fail some problems) on two
-    tasks, two nights in a row."""
-    from codeeval.flows.nightly import nightly_leaderboard
-
-    tmp = tmp_path_factory.mktemp("nightly")
-    saved = tmp / "weak.jsonl"
-    saved.write_text("".join(json.dumps({"task_id": f"HumanEval/{i}", "completion": "\n    return None\n"}) + "\n"
-                             for i in range(4)))
-    models = tmp / "models.yaml"
-    models.write_text(f"""
+MODELS = """
 defaults:
   data_dir: {data_dir}
   allow_code_execution: true
@@ -52,41 +45,107 @@ models:
     load_generations_path: {saved}
     tasks: [humaneval]
     generation: {{n_samples: 1, temperature: 0.0}}
-""")
+"""
+BROKEN = """  - model: {broken}
+    tasks: [humaneval]
+"""
+# the root cause of a model whose config names no architecture: its reason is past the first line
+CAUSE = "ValueError: Couldn't instantiate the backend tokenizer from one of: (1) a `tokenizers` library"
+
+
+def flow_run_names() -> list[str]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["nightly-leaderboard"])))
+    return [r.name for r in runs]
+
+
+@pytest.fixture(scope="module")
+def nights(prefect_api, data_dir, tmp_path_factory):
+    """Two models (the reference solutions; saved generations that fail every problem) on two
+    tasks, two nights in a row; on the third night the weak model's generations get two problems
+    right and a model that fails to load joins."""
+    from codeeval.flows.nightly import nightly_leaderboard
+
+    tmp = tmp_path_factory.mktemp("nightly")
+    saved = tmp / "weak.jsonl"
+    saved.write_text("".join(json.dumps({"task_id": f"HumanEval/{i}", "completion": "\n    return None\n"}) + "\n"
+                             for i in range(4)))
+    models = tmp / "models.yaml"
+    models.write_text(MODELS.format(data_dir=data_dir, saved=saved))
     args = dict(models_file=str(models), output_dir=str(tmp / "board"), runs_dir=str(tmp / "runs"))
     first = nightly_leaderboard(**args)
     first_changes = latest_artifact("leaderboard-changes").data
     second = nightly_leaderboard(**args)
-    return tmp, first, first_changes, second
+
+    with gzip.open(data_dir / "humaneval" / "HumanEval.jsonl.gz", "rt") as fh:
+        solutions = [json.loads(line)["canonical_solution"] for line in fh][:2]
+    better = tmp / "better.jsonl"  # right on HumanEval/0 and /1, wrong on /2 and /3
+    better.write_text("".join(json.dumps({"task_id": f"HumanEval/{i}", "completion": solutions[i] if i < 2 else
+                                          "\n    return None\n"}) + "\n" for i in range(4)))
+    broken = tmp / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
+    models.write_text(MODELS.format(data_dir=data_dir, saved=better) + BROKEN.format(broken=broken))
+    with pytest.raises(RunFailed) as third:
+        nightly_leaderboard(**args)
+    return tmp, first, first_changes, second, str(third.value), latest_artifact("leaderboard-changes").data
 
 
 def test_the_first_night_writes_the_leaderboard(nights):
-    tmp, first, first_changes, _ = nights
-    rows = pq.read_table(tmp / "board" / "leaderboard.parquet").to_pylist()
+    tmp, first, first_changes, *_ = nights
+    rows = pq.read_table(sorted((tmp / "board" / "history").glob("*.parquet"))[0]).to_pylist()
     primary = {(r["model"], r["task"]): r["value"] for r in rows if r["primary"]}
     assert primary == {("reference", "humaneval"): 1.0, ("reference", "mbpp"): 1.0, ("weak-model", "humaneval"): 0.0}
     assert {r["metric"] for r in rows} == {"pass@1"} and {r["problems"] for r in rows} == {4}
-    assert all(r["run_id"] and re.fullmatch(r"\d{4}-\d\d-\d\d", r["date"]) for r in rows)
+    assert all(r["run_id"] and re.fullmatch(r"\d{4}-\d\d-\d\d", r["date"]) and r["error"] is None for r in rows)
     assert first["reused"]["reference"]["humaneval"] == {"generate": [0, 2], "execute": [0, 2]}
     assert "3 changes (no previous leaderboard)" in first_changes
     assert "| weak-model | humaneval | pass@1 | - | 0.0000 | new |" in first_changes
 
 
 def test_the_second_night_recomputes_nothing_and_has_no_changes(nights):
-    tmp, first, _, second = nights
+    tmp, first, _, second, *_ = nights
     assert second["changes"] == []
     for model, tasks in second["reused"].items():
         for task, counts in tasks.items():
             assert counts["generate"][0] == counts["generate"][1] and counts["execute"][0] == counts["execute"][1], \
                 (model, task, counts)
-    assert "0 changes since" in latest_artifact("leaderboard-changes").data
-    assert "No metric changed." in latest_artifact("leaderboard-changes").data
-    table = latest_artifact("leaderboard")
-    assert table.type == "table"
-    cells = json.loads(table.data) if isinstance(table.data, str) else table.data
-    assert {(c["model"], c["task"]) for c in cells} == {("reference", "humaneval"), ("reference", "mbpp"),
-                                                         ("weak-model", "humaneval")}
-    assert len(list((tmp / "board" / "history").glob("leaderboard-*.parquet"))) == 1
+
+
+def test_every_night_keeps_its_own_history_file_and_its_own_run_name(nights):
+    """Three nights within a minute: three snapshots (none overwritten), three distinct run names."""
+    tmp = nights[0]
+    history = sorted((tmp / "board" / "history").glob("leaderboard-*.parquet"))
+    assert len(history) == 3, history
+    assert all(re.fullmatch(r"leaderboard-\d{4}-\d\d-\d\dT\d{6}Z(-\d+)?\.parquet", p.name) for p in history)
+    assert [len(pq.read_table(p)) for p in history] == [3, 3, 4]  # the third: the failed model's empty row
+    names = flow_run_names()
+    assert len(names) == len(set(names)) >= 3, names
+    assert all(re.fullmatch(r"nightly-models-\d{4}-\d\d-\d\dT\d{6}Z-[0-9a-f]{8}", n) for n in names), names
+
+
+def test_a_failed_model_is_on_the_leaderboard_with_its_whole_root_cause(nights):
+    """The flow's message, the changes, the table artifact and the parquet carry the failed model and
+    the cause past its first line (the tokenizer's reason and the warning naming the model type)."""
+    tmp, *_, message, changes = nights
+    broken = str(tmp / "broken-model")
+    for text in (message, changes):
+        flat = " ".join(text.split())
+        assert f"{broken}" in flat and CAUSE in flat, text
+        assert "sentencepiece or tiktoken installed" in flat and "no-such-architecture" in flat, text
+    assert message.startswith("1 of 3 models failed:")
+    assert "| weak-model | humaneval | pass@1 | 0.0000 | 0.5000 | +0.5000 |" in changes
+    cells = latest_artifact("leaderboard").data
+    cells = json.loads(cells) if isinstance(cells, str) else cells
+    (row,) = [c for c in cells if c["model"] == broken]
+    assert row["value"] is None and CAUSE in row["error"]
+    rows = pq.read_table(tmp / "board" / "leaderboard.parquet").to_pylist()
+    assert {(r["model"], r["task"], r["value"]) for r in rows if r["primary"]} == {
+        ("reference", "humaneval", 1.0), ("reference", "mbpp", 1.0), ("weak-model", "humaneval", 0.5),
+        (broken, "humaneval", None)}
 
 
 def test_a_malformed_models_file_is_one_line(tmp_path):
@@ -108,39 +167,70 @@ def chromium(*args: str, cwd: Path) -> str:
     return done.stdout
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed (apt-get install chromium)")
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed (make chromium)")
 def test_the_leaderboard_page_in_headless_chromium(nights, tmp_path):
-    """The page as a browser renders it (its script ran): rows, a chart per task, sorting; a
-    screenshot kept beside the test's files."""
+    """The page after the third night as a browser renders it (its script ran): the failed model
+    with its whole cause, every score with its problem count, the changes as an HTML table, a
+    trend over the three nights per task, sorting; its screenshot kept (.cache/screenshots)."""
+    from team_server import keep_screenshot
+
     board = nights[0] / "board" / "index.html"
+    broken = str(nights[0] / "broken-model")
     shot = tmp_path / "leaderboard.png"
-    chromium(f"--screenshot={shot}", "--window-size=1100,900", board.as_uri(), cwd=tmp_path)
+    chromium(f"--screenshot={shot}", "--window-size=1400,1500", board.as_uri(), cwd=tmp_path)
     assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    shutil.copy(shot, nights[0] / "leaderboard.png")  # kept with the module's run for a look
+    keep_screenshot(shot)
 
     dom = chromium("--dump-dom", board.as_uri() + "#sort=1-asc", cwd=tmp_path)
     body = dom[dom.index("<tbody>"):dom.index("</tbody>")]
-    models = re.findall(r"<tr><td>([^<]+)</td>", body)
-    assert models == ["weak-model", "reference"]  # sorted by humaneval pass@1, ascending, by the page's script
+    row = r'<tr(?: class="failed")?><td>([^<]+)</td>'
+    # sorted by humaneval pass@1, ascending, by the page's script: the failed model first
+    assert re.findall(row, body) == [f"{broken} (failed)", "weak-model", "reference"]
     assert 'data-order="asc"' in dom
-    charts = re.findall(r'<div class="chart" data-task="([^"]+)">', dom)
-    assert charts == ["humaneval", "mbpp"]
+    scores = re.findall(r'<td data-value="([^"]+)" data-problems="(\d+)"[^>]*>[0-9.]+<span class="problems">'
+                        r'(\d+) problems</span></td>', body)
+    assert sorted(scores) == [("0.5", "4", "4"), ("1", "4", "4"), ("1", "4", "4")]
+    assert '<td class="failed-cell" data-value="-1"' in body
+
+    failures = dom[dom.index('<div class="failures"'):]
+    failures = " ".join(html.unescape(failures[:failures.index("</ul>")]).split())
+    assert broken in failures and CAUSE in failures and "sentencepiece or tiktoken installed" in failures
+    assert "no-such-architecture" in failures
+
+    changes = dom[dom.index('<table id="changes">'):]
+    changes = changes[:changes.index("</table>")]
+    assert re.search(r"<td>weak-model</td><td>humaneval</td><td>pass@1</td><td>0.0000</td><td>0.5000</td>"
+                     r'<td class="up">\+0.5000</td>', changes), changes
+    assert "|---|" not in dom and "**" not in dom  # rendered, not markdown
+
+    trends = re.findall(r'<div class="chart trend" data-task="([^"]+)" data-nights="(\d+)">', dom)
+    assert trends == [("humaneval", "3"), ("mbpp", "3")]
+    series = dict(re.findall(r'<g class="series" data-model="([^"]+)" data-values="([^"]*)">', dom))
+    assert series["weak-model"] == "0,0,0.5" and series["reference"] == "1,1,1"
+    assert series[broken] == ",,"  # no value: no point, no line
     bars = re.findall(r'<rect class="bar" data-model="([^"]+)" data-value="([^"]+)"', dom)
-    assert bars == [("reference", "1"), ("weak-model", "0"), ("reference", "1")]
+    assert bars == [("reference", "1"), ("weak-model", "0.5"), ("reference", "1")]
     dom = chromium("--dump-dom", board.as_uri() + "#sort=1-desc", cwd=tmp_path)
-    assert re.findall(r"<tr><td>([^<]+)</td>", dom[dom.index("<tbody>"):]) == ["reference", "weak-model"]
+    body = dom[dom.index("<tbody>"):dom.index("</tbody>")]
+    assert re.findall(row, body) == ["reference", "weak-model", f"{broken} (failed)"]
 
 
-def codeeval(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+def codeeval(*args: str, cwd: Path, umask: int = 0o022) -> subprocess.CompletedProcess:
     import sys
 
     return subprocess.run([sys.executable, "-m", "codeeval", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=600)
+                          timeout=600, preexec_fn=lambda: os.umask(umask))
+
+
+def mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
 
 
 def test_the_nightly_command_runs_the_flow_on_this_machine(prefect_api, data_dir, tmp_path):
     """`codeeval nightly models.yaml`: the laptop form of the scheduled deployment; the second
-    night prints no changes; a malformed file is one line, exit 2, before any API starts."""
+    night prints no changes; a malformed file is one line, exit 2, before any API starts. What it
+    writes honours the umask: 0644 files and 0755 folders under 022 (any web server can serve the
+    page), 0600 files under 077."""
     models = tmp_path / "models.yaml"
     models.write_text(f"defaults: {{data_dir: {data_dir}, allow_code_execution: true, executor: local, limit: 2}}\n"
                       "models:\n  - model: reference\n    tasks: [humaneval]\n")
@@ -149,8 +239,17 @@ def test_the_nightly_command_runs_the_flow_on_this_machine(prefect_api, data_dir
     assert "leaderboard: 1 rows, 1 changes since the previous night" in first.stdout
     rows = pq.read_table(tmp_path / "board" / "leaderboard.parquet").to_pylist()
     assert [(r["model"], r["task"], r["value"]) for r in rows] == [("reference", "humaneval", 1.0)]
-    second = codeeval("nightly", str(models), "--output-dir", "board", cwd=tmp_path)
+    (results,) = (tmp_path / "runs").glob("*/results.json")
+    written = [results, tmp_path / "board" / "index.html", tmp_path / "board" / "leaderboard.parquet",
+               *(tmp_path / "board" / "history").iterdir(), *(results.parent / "humaneval").rglob("*.parquet")]
+    assert {p.name: mode(p) for p in written} == {p.name: 0o644 for p in written}
+    folders = [tmp_path / "board", tmp_path / "board" / "history", results.parent, results.parent / "humaneval"]
+    assert {str(p): mode(p) for p in folders} == {str(p): 0o755 for p in folders}
+
+    second = codeeval("nightly", str(models), "--output-dir", "board", cwd=tmp_path, umask=0o077)
     assert second.returncode == 0 and "1 rows, 0 changes" in second.stdout, second.stderr[-2000:]
+    assert mode(tmp_path / "board" / "index.html") == mode(results) == 0o600
+    assert sorted(map(mode, (tmp_path / "board" / "history").iterdir())) == [0o600, 0o644]
 
     models.write_text("models:\n  - model: reference\n    tasks: [no-such-task]\n")
     bad = codeeval("nightly", str(models), cwd=tmp_path)
