@@ -72,7 +72,11 @@ def busy_cores():
 
 
 def _watch(srv: Server, params: dict) -> subprocess.CompletedProcess:
-    return srv.cli("deployment", "run", "evaluate/evaluate", "--watch", "--params", json.dumps(params))
+    """`prefect deployment run evaluate/evaluate --watch`; its output kept beside the test's files."""
+    result = srv.cli("deployment", "run", "evaluate/evaluate", "--watch", "--params", json.dumps(params))
+    n = len(list(srv.tmp.glob("watch-*.txt")))
+    (srv.tmp / f"watch-{n}.txt").write_text(result.stdout + result.stderr)
+    return result
 
 
 @pytest.mark.parametrize("server", DATABASES, indirect=True)
