@@ -52,7 +52,7 @@ def recover_project(root: Path, project: str) -> list[str]:
         return []
     from codeeval.executors.repo.lock import host_lock
 
-    with host_lock(journal.dir):
+    with host_lock(journal.project_dir):
         return journal.recover()
 
 
@@ -76,12 +76,12 @@ class RepoRun:
 
     def _run_repository(self, root: Path, project: str, jobs: list[RepoJob], progress: Progress) -> dict:
         journal = Journal(root, project)
-        with repo_lock(journal.dir, project, prefect=self.prefect_lock):
+        with repo_lock(journal.project_dir, journal.dir, project, prefect=self.prefect_lock):
             for rel in journal.recover():
                 log.warning("%s: restored %s, left patched by a killed run", project, rel)
                 self.restored.append(rel)
             try:
-                env = ensure_env(root / project)
+                env = ensure_env(root / project, self.runner)
             except EnvError as e:
                 if progress:
                     progress(len(jobs))

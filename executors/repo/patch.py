@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-JOURNAL_DIR = ".codeeval-journal"  # beside the Source_Code tree's topics, never inside a project
+JOURNAL_DIR = "repo-journal"  # under $CODEEVAL_CACHE: a run writes nothing in the user's tree
 
 
 class RestoreFailed(RuntimeError):
@@ -61,17 +61,26 @@ def _fsync_dir(path: Path) -> None:
 
 @dataclass(frozen=True)
 class Journal:
-    """The journal of one project: `<root>/.codeeval-journal/<project>/<entry>.json` + `.orig`.
+    """The journal of one project: `$CODEEVAL_CACHE/repo-journal/<tree>/<project>/<entry>.json`
+    + `.orig`, <tree> a hash of the Source_Code root's real path (its `root` file names it).
 
-    One folder per project, so that recovering one repository never touches a file another
-    live run is patching in another repository of the same tree."""
+    Outside the user's tree, so that a run leaves it byte-identical; a killed run's entries are
+    found by the next run that uses the same cache. One folder per project, so that recovering
+    one repository never touches a file another live run is patching in another repository."""
 
     root: Path  # the Source_Code root (the folder holding <topic>/<project>)
     project: str  # the project path under root (DevEval's project_path; EvoCodeBench's project dir)
 
     @property
     def dir(self) -> Path:
-        return self.root / JOURNAL_DIR / self.project.replace("/", "__")
+        from codeeval.cache import cache_root
+
+        tree = cache_root() / JOURNAL_DIR / hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:16]
+        return tree / self.project.replace("/", "__")
+
+    @property
+    def project_dir(self) -> Path:
+        return self.root / self.project
 
     def _entry(self, rel: str) -> tuple[Path, Path]:
         name = hashlib.sha256(rel.encode()).hexdigest()[:16]
@@ -93,6 +102,7 @@ class Journal:
                                 f"expected {pristine_sha[:12]})")
         entry, backup = self._entry(rel)
         self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir.parent / "root").write_text(str(self.root.resolve()) + "\n")  # for a person reading the cache
         mode = path.stat().st_mode & 0o7777
         _write_atomic(backup, original, 0o600)
         stat = path.stat()
