@@ -116,6 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     night.add_argument("models_file", help="models.yaml (see docs/deployment.md)")
     night.add_argument("--output-dir", default="leaderboard", help="leaderboard.parquet, index.html, history/")
     night.add_argument("--runs-dir", default="runs", help="each model's run directory (finished shards reused)")
+    envs = sub.add_parser("repo-envs", help="per project of a repo-level data set: its environment built (or why "
+                                            "not), its oracle's pass count, the time (docs/repo-level.md)")
+    envs.add_argument("--task", default="deveval", choices=("deveval", "evocodebench"))
+    envs.add_argument("--data-dir", default=None)
+    envs.add_argument("--source-code-root", default=None)
+    envs.add_argument("--executor", default="docker", choices=("docker", "local"))
     return parser
 
 
@@ -333,6 +339,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return inspect_run(args.run)
         if args.command == "nightly":
             return nightly(args.models_file, args.output_dir, args.runs_dir)
+        if args.command == "repo-envs":
+            from pathlib import Path
+
+            from codeeval.repo_envs import report
+
+            report(args.task, args.data_dir and Path(args.data_dir),
+                   args.source_code_root and Path(args.source_code_root), args.executor)
+            return 0
         results = run(config_from_args(args), phases)
     except UsageError as exc:
         print(f"codeeval: error: {exc}", file=sys.stderr)

@@ -1,0 +1,76 @@
+"""Repository environments that build for any project (issue 22), through the CLI, real Docker
+and a real Prefect API, on a small tree of their own (tests/repo_fixtures.write_env_tree):
+an sdist-only requirement (`rwlock`) is built into a wheel in the sandbox, stdlib backports
+(`typing`, `enum34`) are never installed over the interpreter's modules, a requirement no index
+has makes its project `env_error` with one line naming it; the tree is byte-identical after."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from codeeval.cli import main
+from docker_env import ensure_images
+from repo_fixtures import write_data, write_env_tree
+
+MISSING = "codeeval-no-such-distribution-zz"
+
+
+def tree_state(root: Path) -> dict[str, str]:
+    """Every path under root (folders too) -> its bytes' sha256 ('dir' for a folder)."""
+    state = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            state[str(path.relative_to(root))] = "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+    return state
+
+
+@pytest.fixture()
+def env_tree(tmp_path):
+    source = tmp_path / "Source_Code"
+    write_data(tmp_path / "data", "deveval", write_env_tree(source))
+    return tmp_path / "data", source
+
+
+def test_hard_environments_through_the_flow(prefect_api, env_tree, tmp_path, capsys, codeeval_cache):
+    ensure_images()
+    data, source = env_tree
+    before = tree_state(source)
+    out = tmp_path / "run"
+    assert main(["run", "--model", "reference", "--tasks", "deveval", "--allow_code_execution", "--data-dir", str(data),
+                 "--source-code-root", str(source), "--output-dir", str(out)]) == 0
+    capsys.readouterr()
+    rows = {r["task_id"]: r for p in sorted((out / "deveval" / "executions").glob("*.parquet"))
+            for r in pq.read_table(p).to_pylist()}
+    # sdist-only: rwlock's wheel was built (in the sandbox) and the oracle imports it
+    assert rows["envy.core.make_lock"]["status"] == "passed", rows["envy.core.make_lock"]
+    # backports: the tests see the interpreter's own typing and enum, and the env holds neither
+    assert rows["envy.core.make_lock#stdlib"]["status"] == "passed", rows["envy.core.make_lock#stdlib"]
+    sites = [s for s in codeeval_cache.glob("repo-envs/*/lib/python3.*/site-packages") if (s / "rwlock").exists()]
+    assert sites and all(not (s / "typing.py").exists() and not (s / "enum").exists() for s in sites)
+    # a requirement no index has: env_error naming it, never a model failure
+    lost = rows["lost.one"]
+    assert lost["status"] == "env_error" and MISSING in lost["detail"] and "\n" not in lost["detail"], lost
+    results = json.loads((out / "results.json").read_text())["deveval"]
+    assert (results["env_error"], results["pass@1"]) == (1, 1.0)
+    # nothing written in the user's tree, the journal included
+    assert tree_state(source) == before
+
+
+def test_repo_envs_report(env_tree, capsys):
+    ensure_images()
+    data, source = env_tree
+    before = tree_state(source)
+    assert main(["repo-envs", "--data-dir", str(data), "--source-code-root", str(source)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    envy = next(ln for ln in lines if ln.startswith("Utilities/envy "))
+    lost = next(ln for ln in lines if ln.startswith("Utilities/lost "))
+    assert " built " in envy and " 2/2 " in envy, lines
+    assert MISSING in lost and " -/1 " in lost, lines
+    assert lines[-1].startswith("1/2 environments built; oracle 2/2"), lines
+    assert tree_state(source) == before
