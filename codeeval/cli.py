@@ -98,6 +98,8 @@ def _run_parser(sub) -> argparse.ArgumentParser:
                    help="the benchmark's Dependency_Data tree (Recall@k)")
     r.add_argument("--exclude-failing-oracles", "--exclude_failing_oracles", dest="exclude_failing_oracles",
                    action="store_true", help="run the ground truths first and leave out the tasks they fail")
+    r.add_argument("--strict-data", "--strict_data", dest="strict_data", action="store_true",
+                   help="a malformed record (APPS: empty input_output) stops the run instead of scoring -2")
     return p
 
 
@@ -159,7 +161,7 @@ def config_from_args(args: argparse.Namespace):
         output_dir=args.output_dir, data_dir=args.data_dir, executor=args.executor, n_workers=args.n_workers,
         memory_mb=args.memory_mb, shard_size=args.shard_size, infra_retries=args.infra_retries,
         source_code_root=args.source_code_root, dependency_data_root=args.dependency_data_root,
-        exclude_failing_oracles=args.exclude_failing_oracles,
+        exclude_failing_oracles=args.exclude_failing_oracles, strict_data=args.strict_data,
     )
 
 
