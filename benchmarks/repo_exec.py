@@ -89,10 +89,13 @@ class RepoExecution(Execution):
         in_prefect = _in_prefect_run()
         run = RepoRun(runner_for(sandbox), prefect_lock=in_prefect)
         outcomes = run.run(programs, progress)
-        if run.restored and in_prefect:  # shown in the Prefect UI beside the shard
+        if (run.restored or run.env_errors) and in_prefect:  # shown in the Prefect UI beside the shard
             from prefect import get_run_logger
 
-            get_run_logger().warning("restored from the journal of a killed run: %s", ", ".join(run.restored))
+            if run.restored:
+                get_run_logger().warning("restored from the journal of a killed run: %s", ", ".join(run.restored))
+            for line in run.env_errors:  # one line naming the package and why; the tasks are env_error
+                get_run_logger().warning("%s (its tasks are env_error, not model failures)", line)
         return outcomes
 
     def judge(self, problem: Problem, outcome: Outcome, prepared: Any = None) -> Verdict:

@@ -44,7 +44,9 @@ def test_hard_environments_through_the_flow(prefect_api, env_tree, tmp_path, cap
     out = tmp_path / "run"
     assert main(["run", "--model", "reference", "--tasks", "deveval", "--allow_code_execution", "--data-dir", str(data),
                  "--source-code-root", str(source), "--output-dir", str(out)]) == 0
-    capsys.readouterr()
+    console = capsys.readouterr()
+    said = [ln for ln in (console.out + console.err).splitlines() if MISSING in ln]
+    assert len(said) == 1 and "env_error" in said[0] and "no wheel or sdist" in said[0], said
     rows = {r["task_id"]: r for p in sorted((out / "deveval" / "executions").glob("*.parquet"))
             for r in pq.read_table(p).to_pylist()}
     # sdist-only: rwlock's wheel was built (in the sandbox) and the oracle imports it
@@ -74,3 +76,26 @@ def test_repo_envs_report(env_tree, capsys):
     assert MISSING in lost and " -/1 " in lost, lines
     assert lines[-1].startswith("1/2 environments built; oracle 2/2"), lines
     assert tree_state(source) == before
+
+
+def test_a_legacy_journal_in_the_tree_is_replayed_and_removed(tmp_path):
+    """An earlier version kept its journal (and lock files) in the tree: a file a killed run of it
+    left patched is restored, and the tree is as it was before that run."""
+    from codeeval.executors.repo.jobs import recover_project
+    from codeeval.executors.repo.patch import LEGACY_DIR
+    from repo_fixtures import write_mini_tree
+
+    root = tmp_path / "Source_Code"
+    write_mini_tree(root)
+    before = tree_state(root)
+    rel = "Utilities/mini/mini/util.py"
+    path = root / rel
+    legacy = root / LEGACY_DIR / "Utilities__mini"
+    legacy.mkdir(parents=True)
+    (legacy / "e.orig").write_bytes(path.read_bytes())
+    (legacy / "e.json").write_text(json.dumps({"file": rel, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                                               "mode": 0o644, "mtime_ns": path.stat().st_mtime_ns, "pid": 1}))
+    (legacy / "lock").write_text("")
+    path.write_text("patched by a killed run\n")
+    assert recover_project(root, "Utilities/mini") == [rel]
+    assert tree_state(root) == before

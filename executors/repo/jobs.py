@@ -64,6 +64,7 @@ class RepoRun:
     prefect_lock: bool = True
     on_patched: Optional[Callable[[RepoJob], None]] = None  # test hook: called while a file is patched
     restored: list[str] = field(default_factory=list)  # files recovered from a killed run's journal
+    env_errors: list[str] = field(default_factory=list)  # one line per repository whose environment failed
 
     def run(self, jobs: Sequence[RepoJob], progress: Progress = None) -> list[Outcome]:
         outcomes: dict[str, Outcome] = {}
@@ -83,6 +84,7 @@ class RepoRun:
             try:
                 env = ensure_env(root / project, self.runner)
             except EnvError as e:
+                self.env_errors.append(str(e))
                 if progress:
                     progress(len(jobs))
                 return {j.key: Outcome(j.key, ENV_ERROR, False, None, 0.0, detail=str(e)) for j in jobs}

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterator
 
 JOURNAL_DIR = "repo-journal"  # under $CODEEVAL_CACHE: a run writes nothing in the user's tree
+LEGACY_DIR = ".codeeval-journal"  # where earlier versions kept it, inside the tree: replayed, then removed
 
 
 class RestoreFailed(RuntimeError):
@@ -82,12 +83,16 @@ class Journal:
     def project_dir(self) -> Path:
         return self.root / self.project
 
+    @property
+    def legacy_dir(self) -> Path:
+        return self.root / LEGACY_DIR / self.project.replace("/", "__")
+
     def _entry(self, rel: str) -> tuple[Path, Path]:
         name = hashlib.sha256(rel.encode()).hexdigest()[:16]
         return self.dir / f"{name}.json", self.dir / f"{name}.orig"
 
     def pending(self) -> list[Path]:
-        return sorted(self.dir.glob("*.json")) if self.dir.is_dir() else []
+        return [e for d in (self.dir, self.legacy_dir) if d.is_dir() for e in sorted(d.glob("*.json"))]
 
     @contextmanager
     def patched(self, rel: str, new_text: str, pristine_sha: str) -> Iterator[Path]:
@@ -135,8 +140,17 @@ class Journal:
         """Restore every file a killed run left patched in this project (call before any work in
         it). Only safe while no other live process patches the project: callers hold its lock."""
         restored = [self._replay(entry) for entry in self.pending()]
-        if self.dir.is_dir():
-            for stale in self.dir.glob("*.orig"):  # a backup whose entry was never written: never patched
-                if not stale.with_suffix(".json").exists():
-                    stale.unlink()
+        for d in (self.dir, self.legacy_dir):
+            if d.is_dir():
+                for stale in d.glob("*.orig"):  # a backup whose entry was never written: never patched
+                    if not stale.with_suffix(".json").exists():
+                        stale.unlink()
+        if self.legacy_dir.is_dir():  # an earlier version's lock and holder files: the tree as it was
+            for name in ("lock", "holder"):
+                (self.legacy_dir / name).unlink(missing_ok=True)
+            for d in (self.legacy_dir, self.legacy_dir.parent):
+                try:
+                    d.rmdir()
+                except OSError:  # not empty: another project's entries
+                    break
         return restored
