@@ -20,7 +20,7 @@ from codeeval.benchmarks.spec import Execution, Metric, Problem, Sample, Verdict
 from codeeval.cache import cache_file, read_cached, write_cached
 from codeeval.executors.base import Outcome, Progress
 from codeeval.executors.repo.jobs import ENV_ERROR, MODES, RepoJob, RepoRun
-from codeeval.executors.repo.envs import TEST_REQUIREMENTS, requirements
+from codeeval.executors.repo.envs import RECIPE_VERSION, TEST_REQUIREMENTS, requirements
 from codeeval.executors.repo.patch import sha256
 from codeeval.executors.repo.testrun import TestRunner
 from codeeval.fingerprint import digest
@@ -72,7 +72,7 @@ class RepoExecution(Execution):
         if not wanted:
             return {}
         keys = {p.task_id: cache_file("repo-oracle", digest(
-            self.mode, {k: v for k, v in p.record.items() if k != "codeeval"}, TEST_REQUIREMENTS,
+            self.mode, {k: v for k, v in p.record.items() if k != "codeeval"}, TEST_REQUIREMENTS, RECIPE_VERSION,
             sha256((Path(p.record["codeeval"]["source_root"]) / p.record["completion_path"]).read_bytes()),
             requirements(Path(p.record["codeeval"]["source_root"]) / p.record["codeeval"]["project"]),
             getattr(sandbox, "name", "docker"))) for p in wanted}

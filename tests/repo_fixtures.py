@@ -125,7 +125,8 @@ class Kind(enum.StrEnum):
     A = "a"
 '''
 
-ENV_TESTS = '''import enum
+ENV_TESTS = '''import concurrent.futures
+import enum
 import sys
 import sysconfig
 import typing
@@ -144,6 +145,7 @@ def test_sdist_only_dependency():
 def test_stdlib_not_shadowed_by_backports():
     assert typing.__file__.startswith(STDLIB), typing.__file__
     assert enum.__file__.startswith(STDLIB), enum.__file__
+    assert concurrent.futures.__file__.startswith(STDLIB), concurrent.futures.__file__
     assert Kind.A == "a"
     assert sys.path.index(STDLIB) < min(i for i, p in enumerate(sys.path) if "site-packages" in p)
 '''
@@ -151,7 +153,8 @@ def test_stdlib_not_shadowed_by_backports():
 
 def write_env_tree(root: Path) -> list[dict]:
     """Source_Code with two projects whose environments are hard: Utilities/envy needs `rwlock`
-    (PyPI serves only an sdist), `typing` and `enum34` (backports of stdlib modules); Utilities/
+    (PyPI serves only an sdist), `typing`, `enum34` and `futures==3.4.0` (backports of stdlib
+modules; the last one an sdist only, for Python 2); Utilities/
     lost needs a distribution no index has. Returns the DevEval records (2 + 1 tasks)."""
     envy = root / "Utilities" / "envy"
     (envy / "envy").mkdir(parents=True)
@@ -160,7 +163,7 @@ def write_env_tree(root: Path) -> list[dict]:
     (envy / "envy" / "core.py").write_text(ENV_CODE)
     (envy / "tests" / "test_core.py").write_text(ENV_TESTS)
     (envy / "setup.py").write_text("from setuptools import setup\n"
-                                   "setup(name='envy', install_requires=['rwlock', 'typing', 'enum34'])\n")
+                                   "setup(name='envy', install_requires=['rwlock', 'typing', 'enum34', 'futures==3.4.0'])\n")
     lost = root / "Utilities" / "lost"
     (lost / "lost").mkdir(parents=True)
     (lost / "lost" / "__init__.py").write_text("def one():\n    return 1\n")

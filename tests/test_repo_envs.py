@@ -1,7 +1,7 @@
 """Repository environments that build for any project (issue 22), through the CLI, real Docker
 and a real Prefect API, on a small tree of their own (tests/repo_fixtures.write_env_tree):
 an sdist-only requirement (`rwlock`) is built into a wheel in the sandbox, stdlib backports
-(`typing`, `enum34`) are never installed over the interpreter's modules, a requirement no index
+(`typing`, `enum34`, `futures`) are never installed over the interpreter's modules, a requirement no index
 has makes its project `env_error` with one line naming it; the tree is byte-identical after."""
 from __future__ import annotations
 
@@ -44,8 +44,13 @@ def test_hard_environments_through_the_flow(prefect_api, env_tree, tmp_path, cap
     out = tmp_path / "run"
     assert main(["run", "--model", "reference", "--tasks", "deveval", "--allow_code_execution", "--data-dir", str(data),
                  "--source-code-root", str(source), "--output-dir", str(out)]) == 0
-    console = capsys.readouterr()
-    said = [ln for ln in (console.out + console.err).splitlines() if MISSING in ln]
+    capsys.readouterr()
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter
+    from prefect.client.schemas.sorting import LogSort
+
+    with get_client(sync_client=True) as client:  # the run's log as the Prefect UI shows it
+        said = [log.message for log in client.read_logs(LogFilter(), limit=200, sort=LogSort.TIMESTAMP_DESC) if MISSING in log.message]
     assert len(said) == 1 and "env_error" in said[0] and "no wheel or sdist" in said[0], said
     rows = {r["task_id"]: r for p in sorted((out / "deveval" / "executions").glob("*.parquet"))
             for r in pq.read_table(p).to_pylist()}
@@ -54,7 +59,9 @@ def test_hard_environments_through_the_flow(prefect_api, env_tree, tmp_path, cap
     # backports: the tests see the interpreter's own typing and enum, and the env holds neither
     assert rows["envy.core.make_lock#stdlib"]["status"] == "passed", rows["envy.core.make_lock#stdlib"]
     sites = [s for s in codeeval_cache.glob("repo-envs/*/lib/python3.*/site-packages") if (s / "rwlock").exists()]
-    assert sites and all(not (s / "typing.py").exists() and not (s / "enum").exists() for s in sites)
+    assert sites and all(not (s / name).exists() for s in sites for name in ("typing.py", "enum", "concurrent"))
+    complete = [json.loads((s.parents[2] / ".complete").read_text()) for s in sites]
+    assert all(set(c["not_installed_stdlib_backports"]) == {"typing", "futures==3.4.0"} for c in complete), complete
     # a requirement no index has: env_error naming it, never a model failure
     lost = rows["lost.one"]
     assert lost["status"] == "env_error" and MISSING in lost["detail"] and "\n" not in lost["detail"], lost

@@ -193,7 +193,15 @@ def _build(project_dir: Path, reqs: list[str], env: Path, runner, interp: dict) 
             if not missing or missing.group(1) in tried or len(tried) >= MAX_SDISTS:
                 raise EnvError(f"{where}: {_why(done)}")
             tried.add(missing.group(1))
-            _sdist_wheel(missing.group(1), tools, runner, where)
+            backport = _sdist_wheel(missing.group(1), tools, runner, where, stdlib)
+            if backport:  # a backport with no wheel for this Python (futures): a direct requirement is dropped
+                direct = [r for r in wanted if _name(r) and _name(r).lower() == backport.lower()]
+                if not direct:
+                    raise EnvError(f"{where}: {missing.group(1)}: a backport of a stdlib module, required by "
+                                   f"another requirement, with no wheel for this Python")
+                dropped += direct
+                wanted = [r for r in wanted if r not in direct]
+                req_file.write_text("\n".join([*wanted, *TEST_REQUIREMENTS]) + "\n")
         site = site_packages(work, interp)
         done = _pip(["install", *QUIET, "--no-index", "--find-links", str(wheels), "--find-links", str(built),
                      *TARGET, "--no-compile", "--no-warn-conflicts", "--target", str(site), "-r", str(req_file)])
@@ -213,8 +221,9 @@ def _build(project_dir: Path, reqs: list[str], env: Path, runner, interp: dict) 
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _sdist_wheel(requirement: str, tools: Path, runner, where: str) -> Path:
-    """A wheel for a requirement PyPI serves no wheel of: its sdist, built in the sandbox."""
+def _sdist_wheel(requirement: str, tools: Path, runner, where: str, stdlib: set[str]) -> Optional[str]:
+    """A wheel for a requirement PyPI serves no wheel of: its sdist, built in the sandbox. Returns
+    the requirement's name instead when the sdist only provides stdlib modules (a backport)."""
     try:
         found = sdists.find_sdist(requirement)
     except Exception as exc:  # pip's finder: a bad requirement string, the index unreachable
@@ -224,10 +233,14 @@ def _sdist_wheel(requirement: str, tools: Path, runner, where: str) -> Path:
     filename, url, sha = found
     try:
         sdist = sdists.fetch(url, sha, cache_root() / "sdists" / filename)
+        provides = sdists.top_level(sdist)
+        if provides and provides <= stdlib:
+            return _name(requirement)
         done = _pip(["download", *QUIET, *TARGET, "-d", str(tools), "pip", *sdists.build_requires(sdist)])
         if done.returncode != 0:
             raise EnvError(f"{where}: {filename}: its build requirements: {_why(done)}")
-        return sdists.build_wheel(runner, sdist, tools)
+        sdists.build_wheel(runner, sdist, tools)
+        return None
     except sdists.SdistError as exc:
         raise EnvError(f"{where}: {exc}") from exc
     except OSError as exc:  # the download (pip's session raises requests' errors, OSErrors)

@@ -94,6 +94,33 @@ def build_requires(sdist: Path) -> list[str]:
     return list(requires) if requires is not None else list(DEFAULT_BUILD_REQUIRES)
 
 
+def _names(sdist: Path) -> list[str]:
+    if sdist.name.endswith(".zip"):
+        with zipfile.ZipFile(sdist) as z:
+            return z.namelist()
+    with tarfile.open(sdist) as t:
+        return t.getnames()
+
+
+def top_level(sdist: Path) -> set[str]:
+    """The packages an sdist provides, read from the archive (no code run): its egg-info's
+    top_level.txt, else the top-level (or src/) folders holding an __init__.py."""
+    try:
+        names = _names(sdist)
+        top = [n for n in names if re.fullmatch(r"[^/]+/[^/]+\.egg-info/top_level\.txt", n)]
+        if top:
+            if sdist.name.endswith(".zip"):
+                with zipfile.ZipFile(sdist) as z:
+                    text = z.read(top[0]).decode()
+            else:
+                with tarfile.open(sdist) as t:
+                    text = t.extractfile(top[0]).read().decode()
+            return {ln.strip() for ln in text.splitlines() if ln.strip()}
+    except (OSError, tarfile.TarError, zipfile.BadZipFile, UnicodeDecodeError, KeyError):
+        return set()
+    return {m.group(1) for n in names if (m := re.fullmatch(r"[^/]+/(?:src/)?([^/]+)/__init__\.py", n))}
+
+
 def built_dir() -> Path:
     """Wheels built from sdists, one flat folder (pip reads it with --find-links)."""
     return cache_root() / "repo-built-wheels"
