@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -49,8 +50,14 @@ def test_hard_environments_through_the_flow(prefect_api, env_tree, tmp_path, cap
     from prefect.client.schemas.filters import LogFilter
     from prefect.client.schemas.sorting import LogSort
 
-    with get_client(sync_client=True) as client:  # the run's log as the Prefect UI shows it
-        said = [log.message for log in client.read_logs(LogFilter(), limit=200, sort=LogSort.TIMESTAMP_DESC) if MISSING in log.message]
+    said = []
+    for _ in range(20):  # the run's log as the Prefect UI shows it (shipped to the API in batches)
+        with get_client(sync_client=True) as client:
+            said = [log.message for log in client.read_logs(LogFilter(), limit=200, sort=LogSort.TIMESTAMP_DESC)
+                    if MISSING in log.message]
+        if said:
+            break
+        time.sleep(0.5)
     assert len(said) == 1 and "env_error" in said[0] and "no wheel or sdist" in said[0], said
     rows = {r["task_id"]: r for p in sorted((out / "deveval" / "executions").glob("*.parquet"))
             for r in pq.read_table(p).to_pylist()}
