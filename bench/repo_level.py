@@ -54,9 +54,9 @@ def main() -> None:
     by_repo: dict[str, list] = {}
     for job in all_jobs:
         by_repo.setdefault(job.project_path, []).append(job)
-    for group in by_repo.values():  # environments built before timing
-        ensure_env(Path(group[0].source_root) / group[0].project_path)
     runner = TestRunner("docker", image=python_image())
+    for group in by_repo.values():  # environments built before timing
+        ensure_env(Path(group[0].source_root) / group[0].project_path, runner)
     for workers in [int(w) for w in args.workers.split(",")]:
         started = time.monotonic()
         with ThreadPoolExecutor(workers) as pool:

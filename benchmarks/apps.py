@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from codeeval.benchmarks.apps_data import LEVELS, load_records
+from codeeval.benchmarks.apps_data import LEVELS, MALFORMED, load_records
 from codeeval.benchmarks.spec import Execution, LoadOptions, Metric, Problem, Sample, TaskSpec, Verdict
 from codeeval.errors import UsageError
 from codeeval.executors.base import PASSED, SANDBOX_ERROR, TIMEOUT, Outcome, Program
@@ -91,6 +91,9 @@ def reference_solution(problem: Problem) -> str:
     return solutions[0] if solutions else ""
 
 
+NO_TESTS = '{"inputs": [], "outputs": []}'  # what a malformed record's sandbox gets (its verdict is -2)
+
+
 def n_tests(problem: Problem) -> int:
     return len(json.loads(problem.record["input_output"])["inputs"])
 
@@ -102,11 +105,15 @@ class AppsTests(Execution):
     timeout_s: float = SAMPLE_TIMEOUT_S
 
     def build(self, problem: Problem, completion: str, prepared: Any = None) -> Program:
-        files = {"io.json": problem.record["input_output"].encode(), "solution.py": completion.encode()}
+        io = NO_TESTS if problem.record.get(MALFORMED) else problem.record["input_output"]
+        files = {"io.json": io.encode(), "solution.py": completion.encode()}
         return Program("", HARNESS, timeout_s=self.timeout_s, guard=True, preimport=("numpy", "unittest.mock"),
                        files=files)
 
     def judge(self, problem: Problem, outcome: Outcome, prepared: Any = None) -> Verdict:
+        if problem.record.get(MALFORMED):  # apps_metric: json.loads fails, the sample gets [-2]
+            return Verdict("failed", False, (-2,), detail="input_output is empty or malformed: a compile error (-2), "
+                                                         "as apps_metric scores it")
         if outcome.status == SANDBOX_ERROR:
             return Verdict(SANDBOX_ERROR, False, detail=outcome.detail)
         results = None
@@ -152,17 +159,19 @@ class AppsAccuracy(Metric):
     def compute(self, problems: Sequence[Problem], samples: Sequence[Sample], ks: Sequence[int]) -> dict[str, Any]:
         groups = by_problem(samples)
         ordered = [groups[p.task_id] for p in problems if p.task_id in groups]
+        bad = [p.task_id for p in problems if p.record.get(MALFORMED)]
+        malformed = {"malformed_problems": len(bad), "malformed_problem_ids": bad} if bad else {}
         if not ordered:
-            return {"avg_accuracy": 0.0, "strict_accuracy": 0.0}
+            return {"avg_accuracy": 0.0, "strict_accuracy": 0.0, **malformed}
         if len(ordered[0]) == 1:
             per_problem, strict = [], []
             for group in ordered:  # the reference's np.asarray(results[index]) > 0, over every test
                 flat = np.asarray([r for s in group for r in results_of(s)])
                 per_problem.append(float(np.mean(flat > 0)) if flat.size else float("nan"))
                 strict.append(all_passed(flat))
-            return {"avg_accuracy": float(np.mean(per_problem)), "strict_accuracy": float(np.mean(strict))}
+            return {"avg_accuracy": float(np.mean(per_problem)), "strict_accuracy": float(np.mean(strict)), **malformed}
         counts = [(len(g), sum(all_passed(results_of(s)) for s in g)) for g in ordered]
-        return {f"pass@{k}": float(np.mean([pass_at_k(n, c, k) for n, c in counts])) for k in ks}
+        return {**{f"pass@{k}": float(np.mean([pass_at_k(n, c, k) for n, c in counts])) for k in ks}, **malformed}
 
 
 def make(name: str) -> TaskSpec:

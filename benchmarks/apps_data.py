@@ -14,6 +14,7 @@ which apps_metric relies on.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -60,8 +61,14 @@ def _local(data_dir: Path) -> list[dict]:
                      f"save_to_disk copy, or hendrycks/apps's test/<NNNN>/ folders")
 
 
-def normalized(rows: Iterable[dict]) -> list[dict]:
-    """HF rows with `problem_id` (the repo's jsonl calls it `id`); a clear error for a malformed one."""
+_WARNED: set = set()
+MALFORMED = "codeeval_malformed_input_output"  # set on a record whose input_output has no inputs/outputs lists
+
+
+def normalized(rows: Iterable[dict], strict: bool = True) -> list[dict]:
+    """HF rows with `problem_id` (the repo's jsonl calls it `id`); a clear error for a record
+    missing a field. An input_output that is not a JSON object with inputs and outputs lists is
+    an error with `strict`, else the record is marked MALFORMED: apps_metric scores it -2."""
     records = []
     for n, row in enumerate(rows):
         row = dict(row)
@@ -75,17 +82,27 @@ def normalized(rows: Iterable[dict]) -> list[dict]:
             if not isinstance(io.get("inputs"), list) or not isinstance(io.get("outputs"), list):
                 raise ValueError
         except (ValueError, TypeError, AttributeError):
-            raise UsageError(f"APPS problem {row['problem_id']}: input_output is not a JSON object with "
-                             f"inputs and outputs lists") from None
+            if strict:
+                raise UsageError(f"APPS problem {row['problem_id']}: input_output is not a JSON object with "
+                                 f"inputs and outputs lists") from None
+            row[MALFORMED] = True
         records.append(row)
     return records
 
 
 def load_records(options: LoadOptions, level: str) -> list[dict]:
     if options.data_dir is not None:
-        rows = [r for r in normalized(_local(options.data_dir)) if r["difficulty"] == level]
+        rows = [r for r in normalized(_local(options.data_dir), options.strict_data) if r["difficulty"] == level]
         if not rows:
             raise UsageError(f"no {level} problems in the APPS data under {options.data_dir}")
-        return rows
-    return normalized(load_hf("codeparrot/apps", "test", name=level,
-                              local_hint="apps/test.jsonl, a save_to_disk copy or hendrycks's test/ folders"))
+    else:
+        rows = normalized(load_hf("codeparrot/apps", "test", name=level,
+                                  local_hint="apps/test.jsonl, a save_to_disk copy or hendrycks's test/ folders"),
+                          options.strict_data)
+    bad = [str(r["problem_id"]) for r in rows if r.get(MALFORMED)]
+    if bad and (level, tuple(bad)) not in _WARNED:  # once per process: the run loads a task twice
+        _WARNED.add((level, tuple(bad)))
+        print(f"codeeval: warning: APPS {level}: {len(bad)} problem(s) with an empty or malformed input_output "
+              f"scored as a compile error (-2), as apps_metric does: {', '.join(bad[:10])}"
+              f"{' ...' if len(bad) > 10 else ''} (--strict-data: stop instead)", file=sys.stderr)
+    return rows

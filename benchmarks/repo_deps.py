@@ -192,7 +192,7 @@ def pristine_source(record: dict) -> str:
 
     meta = record["codeeval"]
     journal = Journal(Path(meta["source_root"]), meta["project"])
-    with host_lock(journal.dir):
+    with host_lock(journal.project_dir):
         return (Path(meta["source_root"]) / record["completion_path"]).read_text(encoding="utf-8")
 
 

@@ -20,7 +20,7 @@ from codeeval.benchmarks.spec import Execution, Metric, Problem, Sample, Verdict
 from codeeval.cache import cache_file, read_cached, write_cached
 from codeeval.executors.base import Outcome, Progress
 from codeeval.executors.repo.jobs import ENV_ERROR, MODES, RepoJob, RepoRun
-from codeeval.executors.repo.envs import TEST_REQUIREMENTS, requirements
+from codeeval.executors.repo.envs import RECIPE_VERSION, TEST_REQUIREMENTS, requirements
 from codeeval.executors.repo.patch import sha256
 from codeeval.executors.repo.testrun import TestRunner
 from codeeval.fingerprint import digest
@@ -72,7 +72,7 @@ class RepoExecution(Execution):
         if not wanted:
             return {}
         keys = {p.task_id: cache_file("repo-oracle", digest(
-            self.mode, {k: v for k, v in p.record.items() if k != "codeeval"}, TEST_REQUIREMENTS,
+            self.mode, {k: v for k, v in p.record.items() if k != "codeeval"}, TEST_REQUIREMENTS, RECIPE_VERSION,
             sha256((Path(p.record["codeeval"]["source_root"]) / p.record["completion_path"]).read_bytes()),
             requirements(Path(p.record["codeeval"]["source_root"]) / p.record["codeeval"]["project"]),
             getattr(sandbox, "name", "docker"))) for p in wanted}
@@ -89,10 +89,13 @@ class RepoExecution(Execution):
         in_prefect = _in_prefect_run()
         run = RepoRun(runner_for(sandbox), prefect_lock=in_prefect)
         outcomes = run.run(programs, progress)
-        if run.restored and in_prefect:  # shown in the Prefect UI beside the shard
+        if (run.restored or run.env_errors) and in_prefect:  # shown in the Prefect UI beside the shard
             from prefect import get_run_logger
 
-            get_run_logger().warning("restored from the journal of a killed run: %s", ", ".join(run.restored))
+            if run.restored:
+                get_run_logger().warning("restored from the journal of a killed run: %s", ", ".join(run.restored))
+            for line in run.env_errors:  # one line naming the package and why; the tasks are env_error
+                get_run_logger().warning("%s (its tasks are env_error, not model failures)", line)
         return outcomes
 
     def judge(self, problem: Problem, outcome: Outcome, prepared: Any = None) -> Verdict:

@@ -37,6 +37,7 @@ class LoadOptions:
     source_code_root: Optional[Path] = None
     dependency_data_root: Optional[Path] = None
     exclude_failing_oracles: bool = False
+    strict_data: bool = False  # malformed records stop the run instead of being scored as the reference scores them
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,8 @@ def _run_parser(sub) -> argparse.ArgumentParser:
                    help="the benchmark's Dependency_Data tree (Recall@k)")
     r.add_argument("--exclude-failing-oracles", "--exclude_failing_oracles", dest="exclude_failing_oracles",
                    action="store_true", help="run the ground truths first and leave out the tasks they fail")
+    r.add_argument("--strict-data", "--strict_data", dest="strict_data", action="store_true",
+                   help="a malformed record (APPS: empty input_output) stops the run instead of scoring -2")
     return p
 
 
@@ -117,6 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
     night.add_argument("models_file", help="models.yaml (see docs/deployment.md)")
     night.add_argument("--output-dir", default="leaderboard", help="leaderboard.parquet, index.html, history/")
     night.add_argument("--runs-dir", default="runs", help="each model's run directory (finished shards reused)")
+    envs = sub.add_parser("repo-envs", help="per project of a repo-level data set: its environment built (or why "
+                                            "not), its oracle's pass count, the time (docs/repo-level.md)")
+    envs.add_argument("--task", default="deveval", choices=("deveval", "evocodebench"))
+    envs.add_argument("--data-dir", default=None)
+    envs.add_argument("--source-code-root", default=None)
+    envs.add_argument("--executor", default="docker", choices=("docker", "local"))
     return parser
 
 
@@ -154,7 +162,7 @@ def config_from_args(args: argparse.Namespace):
         output_dir=args.output_dir, data_dir=args.data_dir, executor=args.executor, n_workers=args.n_workers,
         memory_mb=args.memory_mb, shard_size=args.shard_size, infra_retries=args.infra_retries,
         source_code_root=args.source_code_root, dependency_data_root=args.dependency_data_root,
-        exclude_failing_oracles=args.exclude_failing_oracles,
+        exclude_failing_oracles=args.exclude_failing_oracles, strict_data=args.strict_data,
     )
 
 
@@ -334,6 +342,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return inspect_run(args.run)
         if args.command == "nightly":
             return nightly(args.models_file, args.output_dir, args.runs_dir)
+        if args.command == "repo-envs":
+            from pathlib import Path
+
+            from codeeval.repo_envs import report
+
+            report(args.task, args.data_dir and Path(args.data_dir),
+                   args.source_code_root and Path(args.source_code_root), args.executor)
+            return 0
         results = run(config_from_args(args), phases)
     except UsageError as exc:
         print(f"codeeval: error: {exc}", file=sys.stderr)

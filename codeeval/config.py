@@ -47,6 +47,7 @@ class RunConfig:
     source_code_root: Optional[str] = None
     dependency_data_root: Optional[str] = None
     exclude_failing_oracles: bool = False
+    strict_data: bool = False  # APPS: a malformed input_output is an error, not a -2 (LoadOptions)
 
     @property
     def backend_kind(self) -> str:

@@ -79,7 +79,8 @@ def plan_task(config: RunConfig, name: str) -> TaskPlan:
     options = LoadOptions(data_dir=Path(config.data_dir) if config.data_dir else None,
                           source_code_root=Path(config.source_code_root) if config.source_code_root else None,
                           dependency_data_root=Path(config.dependency_data_root) if config.dependency_data_root
-                          else None, exclude_failing_oracles=config.exclude_failing_oracles)
+                          else None, exclude_failing_oracles=config.exclude_failing_oracles,
+                          strict_data=config.strict_data)
     problems = spec.load(options)
     stop = None if config.limit is None else config.limit_start + config.limit
     problems = problems[config.limit_start:stop]

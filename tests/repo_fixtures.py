@@ -108,3 +108,79 @@ def write_mini_tree(root: Path, sleep: float = 0.0) -> list[dict]:
 def write_data(data_dir: Path, family: str, records: list[dict]) -> None:
     (data_dir / family).mkdir(parents=True, exist_ok=True)
     (data_dir / family / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+ENV_CODE = '''"""A lock and a kind, from an sdist-only package and the stdlib."""
+import enum
+import typing
+
+import rwlock
+
+
+def make_lock():
+    return rwlock.RWLock()
+
+
+class Kind(enum.StrEnum):
+    A = "a"
+'''
+
+ENV_TESTS = '''import concurrent.futures
+import enum
+import sys
+import sysconfig
+import typing
+
+from envy.core import Kind, make_lock
+
+STDLIB = sysconfig.get_paths()["stdlib"]
+
+
+def test_sdist_only_dependency():
+    lock = make_lock()
+    with lock.reader_lock:
+        pass
+
+
+def test_stdlib_not_shadowed_by_backports():
+    assert typing.__file__.startswith(STDLIB), typing.__file__
+    assert enum.__file__.startswith(STDLIB), enum.__file__
+    assert concurrent.futures.__file__.startswith(STDLIB), concurrent.futures.__file__
+    assert Kind.A == "a"
+    assert sys.path.index(STDLIB) < min(i for i, p in enumerate(sys.path) if "site-packages" in p)
+'''
+
+
+def write_env_tree(root: Path) -> list[dict]:
+    """Source_Code with two projects whose environments are hard: Utilities/envy needs `rwlock`
+    (PyPI serves only an sdist), `typing`, `enum34` and `futures==3.4.0` (backports of stdlib
+modules; the last one an sdist only, for Python 2); Utilities/
+    lost needs a distribution no index has. Returns the DevEval records (2 + 1 tasks)."""
+    envy = root / "Utilities" / "envy"
+    (envy / "envy").mkdir(parents=True)
+    (envy / "tests").mkdir()
+    (envy / "envy" / "__init__.py").write_text("")
+    (envy / "envy" / "core.py").write_text(ENV_CODE)
+    (envy / "tests" / "test_core.py").write_text(ENV_TESTS)
+    (envy / "setup.py").write_text("from setuptools import setup\n"
+                                   "setup(name='envy', install_requires=['rwlock', 'typing', 'enum34', 'futures==3.4.0'])\n")
+    lost = root / "Utilities" / "lost"
+    (lost / "lost").mkdir(parents=True)
+    (lost / "lost" / "__init__.py").write_text("def one():\n    return 1\n")
+    (lost / "tests").mkdir()
+    (lost / "tests" / "test_one.py").write_text("from lost import one\n\n\ndef test_one():\n    assert one() == 1\n")
+    (lost / "requirements.txt").write_text("codeeval-no-such-distribution-zz==1.0\n")
+    req = {"Functionality": "Do it.", "Arguments": ":return: a value."}
+    sig = _span(ENV_CODE, "def make_lock():", "def make_lock():")
+    body = [sig[1] + 1, sig[1] + 1]
+    base = {"type": "function", "project_path": "Utilities/envy", "completion_path": "Utilities/envy/envy/core.py",
+            "signature_position": list(sig), "body_position": body, "indent": 4, "requirement": req,
+            "dependency": {"intra_class": [], "intra_file": [], "cross_file": ["rwlock.RWLock"]}}
+    return [
+        dict(base, namespace="envy.core.make_lock", tests=["tests/test_core.py::test_sdist_only_dependency"]),
+        dict(base, namespace="envy.core.make_lock#stdlib", tests=["tests/test_core.py::test_stdlib_not_shadowed_by_backports"]),
+        {"namespace": "lost.one", "type": "function", "project_path": "Utilities/lost",
+         "completion_path": "Utilities/lost/lost/__init__.py", "signature_position": [1, 1], "body_position": [2, 2],
+         "indent": 4, "requirement": req, "dependency": {"intra_class": [], "intra_file": [], "cross_file": []},
+         "tests": ["tests/test_one.py::test_one"]},
+    ]

@@ -77,8 +77,8 @@ def test_bad_data_fails_with_one_line(tmp_path):
         load("apps-interview", tmp_path)
     (tmp_path / "apps").mkdir()
     (tmp_path / "apps" / "test.jsonl").write_text(json.dumps(dict(ROWS[0], input_output="")) + "\n")
-    with pytest.raises(UsageError, match="APPS problem 0: input_output"):
-        load("apps-interview", tmp_path)
+    with pytest.raises(UsageError, match="APPS problem 0: input_output"):  # --strict-data: today's error
+        get_task("apps-interview").load(LoadOptions(tmp_path, strict_data=True))
     (tmp_path / "apps" / "test.jsonl").write_text(json.dumps({"id": 1, "question": "q"}) + "\n")
     with pytest.raises(UsageError, match="malformed: no solutions"):
         load("apps-interview", tmp_path)
@@ -213,3 +213,27 @@ def test_flow_reference_oracle_and_replayed_generations(prefect_api, tmp_path, c
                       str(saved))
     assert results["apps-introductory"] == {"avg_accuracy": pytest.approx((1 / 3 + 1 + 1 / 2) / 3),
                                             "strict_accuracy": pytest.approx(1 / 3)}
+
+
+def test_empty_input_output_scores_as_a_compile_error(prefect_api, tmp_path, capsys):
+    """apps_metric scores a problem whose input_output does not parse as a compile error (-2) and
+    goes on; so do we (counted and named in results.json), and --strict-data stops instead."""
+    from codeeval.cli import main
+
+    rows = [dict(r, input_output="") if r["difficulty"] == "introductory" and i == 0 else r
+            for i, r in enumerate(r for r in ROWS if r["difficulty"] == "introductory")]
+    bad_id = rows[0].get("problem_id", rows[0].get("id"))
+    (tmp_path / "data" / "apps").mkdir(parents=True)
+    (tmp_path / "data" / "apps" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["run", "--model", "reference", "--tasks", "apps-introductory", "--allow_code_execution",
+            "--data-dir", str(tmp_path / "data"), "--output-dir", str(tmp_path / "run")]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    warned = [ln for ln in err.splitlines() if "malformed input_output" in ln]
+    assert len(warned) == 1 and str(bad_id) in warned[0], err
+    result = json.loads((tmp_path / "run" / "results.json").read_text())["apps-introductory"]
+    assert result["malformed_problems"] == 1 and result["malformed_problem_ids"] == [f"APPS/{bad_id}"]
+    n = len(rows)  # every other reference solution passes; the malformed problem's one result is -2
+    assert result["strict_accuracy"] == pytest.approx((n - 1) / n) and result["avg_accuracy"] == pytest.approx((n - 1) / n)
+    assert main([*args[:-1], str(tmp_path / "strict"), "--strict-data"]) == 2
+    assert f"APPS problem {bad_id}: input_output" in capsys.readouterr().err

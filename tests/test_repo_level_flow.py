@@ -61,7 +61,8 @@ def test_deveval_real_projects_oracle_and_released_files(prefect_api, data_dir, 
     work = codeeval_cache / "source-code"
     for tree in work.iterdir():
         if tree.is_dir():
-            assert not any((tree / JOURNAL_DIR).rglob("*.json"))
+            assert not (tree / ".codeeval-journal").exists()
+    assert not any((codeeval_cache / JOURNAL_DIR).rglob("*.json"))
     import tarfile
 
     for tarball in sorted((data_dir / "deveval" / "Source_Code").glob("*/*.tar.gz")):

@@ -52,7 +52,7 @@ def recover_project(root: Path, project: str) -> list[str]:
         return []
     from codeeval.executors.repo.lock import host_lock
 
-    with host_lock(journal.dir):
+    with host_lock(journal.project_dir):
         return journal.recover()
 
 
@@ -64,6 +64,7 @@ class RepoRun:
     prefect_lock: bool = True
     on_patched: Optional[Callable[[RepoJob], None]] = None  # test hook: called while a file is patched
     restored: list[str] = field(default_factory=list)  # files recovered from a killed run's journal
+    env_errors: list[str] = field(default_factory=list)  # one line per repository whose environment failed
 
     def run(self, jobs: Sequence[RepoJob], progress: Progress = None) -> list[Outcome]:
         outcomes: dict[str, Outcome] = {}
@@ -76,13 +77,14 @@ class RepoRun:
 
     def _run_repository(self, root: Path, project: str, jobs: list[RepoJob], progress: Progress) -> dict:
         journal = Journal(root, project)
-        with repo_lock(journal.dir, project, prefect=self.prefect_lock):
+        with repo_lock(journal.project_dir, journal.dir, project, prefect=self.prefect_lock):
             for rel in journal.recover():
                 log.warning("%s: restored %s, left patched by a killed run", project, rel)
                 self.restored.append(rel)
             try:
-                env = ensure_env(root / project)
+                env = ensure_env(root / project, self.runner)
             except EnvError as e:
+                self.env_errors.append(str(e))
                 if progress:
                     progress(len(jobs))
                 return {j.key: Outcome(j.key, ENV_ERROR, False, None, 0.0, detail=str(e)) for j in jobs}

@@ -1,8 +1,10 @@
 """The per-repository lock: one repository's samples one at a time, repositories in parallel.
 
 Two layers, taken in this order:
-1. a host-local `flock` on `<journal dir>/lock`: the kernel drops it when its holder dies, so
-   whoever holds it knows no live process on this host is patching the repository;
+1. a host-local `flock` on the project's directory itself (an O_RDONLY descriptor: nothing is
+   written in the user's tree, and every run on the host meets there whatever its cache): the
+   kernel drops it when its holder dies, so whoever holds it knows no live process on this host
+   is patching the repository;
 2. the Prefect global concurrency limit `repo:<project path>` (limit 1, strict, with a lease;
    created on demand; `/` becomes `:` because Prefect bans `/` in names), so that a Prefect
    server serializes the repository across hosts and the UI shows who waits for what.
@@ -37,9 +39,8 @@ def limit_name(project_path: str) -> str:
 
 
 @contextmanager
-def host_lock(lock_dir: Path) -> Iterator[None]:
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+def host_lock(project_dir: Path) -> Iterator[None]:
+    fd = os.open(project_dir, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -86,9 +87,10 @@ def ensure_limit(client, name: str) -> None:
 
 
 @contextmanager
-def repo_lock(lock_dir: Path, project_path: str, prefect: bool = True) -> Iterator[None]:
-    """Hold the repository: the host flock, then (with `prefect`) its Prefect slot."""
-    with host_lock(lock_dir):
+def repo_lock(project_dir: Path, lock_dir: Path, project_path: str, prefect: bool = True) -> Iterator[None]:
+    """Hold the repository: the host flock on `project_dir`, then (with `prefect`) its Prefect
+    slot, its holder recorded in `lock_dir` (the journal's folder, outside the tree)."""
+    with host_lock(project_dir):
         if not prefect:
             yield
             return
@@ -98,6 +100,7 @@ def repo_lock(lock_dir: Path, project_path: str, prefect: bool = True) -> Iterat
         from prefect.concurrency._sync import acquire_concurrency_slots_with_lease, release_concurrency_slots_with_lease
 
         name = limit_name(project_path)
+        lock_dir.mkdir(parents=True, exist_ok=True)
         holder_file = lock_dir / "holder"  # not *.json: those are journal entries
         with get_client(sync_client=True) as client:
             ensure_limit(client, name)

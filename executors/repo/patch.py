@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-JOURNAL_DIR = ".codeeval-journal"  # beside the Source_Code tree's topics, never inside a project
+JOURNAL_DIR = "repo-journal"  # under $CODEEVAL_CACHE: a run writes nothing in the user's tree
+LEGACY_DIR = ".codeeval-journal"  # where earlier versions kept it, inside the tree: replayed, then removed
 
 
 class RestoreFailed(RuntimeError):
@@ -61,24 +62,37 @@ def _fsync_dir(path: Path) -> None:
 
 @dataclass(frozen=True)
 class Journal:
-    """The journal of one project: `<root>/.codeeval-journal/<project>/<entry>.json` + `.orig`.
+    """The journal of one project: `$CODEEVAL_CACHE/repo-journal/<tree>/<project>/<entry>.json`
+    + `.orig`, <tree> a hash of the Source_Code root's real path (its `root` file names it).
 
-    One folder per project, so that recovering one repository never touches a file another
-    live run is patching in another repository of the same tree."""
+    Outside the user's tree, so that a run leaves it byte-identical; a killed run's entries are
+    found by the next run that uses the same cache. One folder per project, so that recovering
+    one repository never touches a file another live run is patching in another repository."""
 
     root: Path  # the Source_Code root (the folder holding <topic>/<project>)
     project: str  # the project path under root (DevEval's project_path; EvoCodeBench's project dir)
 
     @property
     def dir(self) -> Path:
-        return self.root / JOURNAL_DIR / self.project.replace("/", "__")
+        from codeeval.cache import cache_root
+
+        tree = cache_root() / JOURNAL_DIR / hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:16]
+        return tree / self.project.replace("/", "__")
+
+    @property
+    def project_dir(self) -> Path:
+        return self.root / self.project
+
+    @property
+    def legacy_dir(self) -> Path:
+        return self.root / LEGACY_DIR / self.project.replace("/", "__")
 
     def _entry(self, rel: str) -> tuple[Path, Path]:
         name = hashlib.sha256(rel.encode()).hexdigest()[:16]
         return self.dir / f"{name}.json", self.dir / f"{name}.orig"
 
     def pending(self) -> list[Path]:
-        return sorted(self.dir.glob("*.json")) if self.dir.is_dir() else []
+        return [e for d in (self.dir, self.legacy_dir) if d.is_dir() for e in sorted(d.glob("*.json"))]
 
     @contextmanager
     def patched(self, rel: str, new_text: str, pristine_sha: str) -> Iterator[Path]:
@@ -93,6 +107,7 @@ class Journal:
                                 f"expected {pristine_sha[:12]})")
         entry, backup = self._entry(rel)
         self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir.parent / "root").write_text(str(self.root.resolve()) + "\n")  # for a person reading the cache
         mode = path.stat().st_mode & 0o7777
         _write_atomic(backup, original, 0o600)
         stat = path.stat()
@@ -125,8 +140,17 @@ class Journal:
         """Restore every file a killed run left patched in this project (call before any work in
         it). Only safe while no other live process patches the project: callers hold its lock."""
         restored = [self._replay(entry) for entry in self.pending()]
-        if self.dir.is_dir():
-            for stale in self.dir.glob("*.orig"):  # a backup whose entry was never written: never patched
-                if not stale.with_suffix(".json").exists():
-                    stale.unlink()
+        for d in (self.dir, self.legacy_dir):
+            if d.is_dir():
+                for stale in d.glob("*.orig"):  # a backup whose entry was never written: never patched
+                    if not stale.with_suffix(".json").exists():
+                        stale.unlink()
+        if self.legacy_dir.is_dir():  # an earlier version's lock and holder files: the tree as it was
+            for name in ("lock", "holder"):
+                (self.legacy_dir / name).unlink(missing_ok=True)
+            for d in (self.legacy_dir, self.legacy_dir.parent):
+                try:
+                    d.rmdir()
+                except OSError:  # not empty: another project's entries
+                    break
         return restored

@@ -39,14 +39,36 @@ class TestRunner:
 
     def run(self, project_dir: Path, project_path: str, env_dir: Path, args: Sequence[str],
             timeout_s: float) -> TestRun:
-        """`python -m pytest ARGS` with cwd = the project, the environment on PYTHONPATH."""
+        """`python -m pytest ARGS` with cwd = the project. The environment is the interpreter's
+        user site (PYTHONUSERBASE): on sys.path after the standard library, so that no package
+        of the project's shadows a stdlib module, and its .pth files are processed."""
         pytest = ["-m", "pytest", "-p", "no:cacheprovider", *args]
         if self.kind == "local":
-            env = {**os.environ, "PYTHONPATH": str(env_dir), "PYTHONDONTWRITEBYTECODE": "1"}
+            env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONNOUSERSITE")}
+            env.update(PYTHONUSERBASE=str(env_dir), PYTHONDONTWRITEBYTECODE="1")
             cmd = ["python3", "-B", str(GUARD), str(timeout_s), "python3", *pytest]
             return _run(cmd, project_dir, env, timeout_s)
-        name = f"codeeval-repo-{uuid.uuid4().hex[:12]}"
         workdir = f"/src/{project_path}"
+        flags = ["-e", "PYTHONUSERBASE=/env", "-e", "PYTHONDONTWRITEBYTECODE=1",
+                 "-v", f"{env_dir}:/env:ro", "-v", f"{project_dir}:{workdir}", "-w", workdir]
+        return self._container(["python3", *pytest], flags, timeout_s)
+
+    def tool(self, argv: Sequence[str], mounts: dict[str, tuple[Path, bool]], timeout_s: float) -> TestRun:
+        """A build step (building a wheel, asking the interpreter its stdlib) where the tests run:
+        in the execution image, offline, `mounts` = {container path: (host path, writable)}; or,
+        local kind, on the host with the container paths replaced by the host ones."""
+        if self.kind == "local":
+            def host(arg: str) -> str:
+                for inside, (outside, _) in mounts.items():
+                    arg = arg.replace(inside, str(outside))
+                return arg
+            return _run(["python3", "-B", str(GUARD), str(timeout_s), *map(host, argv)], None,
+                        {**os.environ, "HOME": os.environ.get("HOME", "/tmp")}, timeout_s)
+        flags = [f for inside, (outside, rw) in mounts.items() for f in ("-v", f"{outside}:{inside}" + ("" if rw else ":ro"))]
+        return self._container(list(argv), flags, timeout_s)
+
+    def _container(self, argv: list[str], extra: list[str], timeout_s: float) -> TestRun:
+        name = f"codeeval-repo-{uuid.uuid4().hex[:12]}"
         from codeeval.executors.owners import LABEL, OWNER_LABEL, _owner_id
 
         # the sandbox's labels: any codeeval run's sweep removes it once this process is gone
@@ -54,11 +76,9 @@ class TestRunner:
                  "--network", "none", "--read-only", "--tmpfs", "/tmp:rw,exec,size=512m",
                  "--memory", f"{self.memory_mb}m", "--memory-swap", f"{self.memory_mb}m",
                  "--pids-limit", str(self.pids), "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-                 "--user", f"{os.getuid()}:{os.getgid()}",
-                 "-e", "HOME=/tmp", "-e", "PYTHONPATH=/env", "-e", "PYTHONDONTWRITEBYTECODE=1",
-                 "-v", f"{env_dir}:/env:ro", "-v", f"{GUARD}:/opt/codeeval-repo/guard.py:ro",
-                 "-v", f"{project_dir}:{workdir}", "-w", workdir]
-        command = ["python3", "-B", "/opt/codeeval-repo/guard.py", str(timeout_s), "python3", *pytest]
+                 "--user", f"{os.getuid()}:{os.getgid()}", "-e", "HOME=/tmp",
+                 "-v", f"{GUARD}:/opt/codeeval-repo/guard.py:ro", *extra]
+        command = ["python3", "-B", "/opt/codeeval-repo/guard.py", str(timeout_s), *argv]
         return _run_container(self.image, command, flags, name, timeout_s)
 
 
