@@ -156,22 +156,29 @@ class AppsAccuracy(Metric):
     uses_k = True
     default_ks: tuple[int, ...] = DEFAULT_KS
 
-    def compute(self, problems: Sequence[Problem], samples: Sequence[Sample], ks: Sequence[int]) -> dict[str, Any]:
+    def per_problem(self, problems: Sequence[Problem], samples: Sequence[Sample],
+                    ks: Sequence[int]) -> dict[str, dict[str, float]]:
         groups = by_problem(samples)
-        ordered = [groups[p.task_id] for p in problems if p.task_id in groups]
+        ordered = [(p.task_id, groups[p.task_id]) for p in problems if p.task_id in groups]
+        if not ordered:
+            return {}
+        if len(ordered[0][1]) == 1:
+            avg, strict = {}, {}
+            for task_id, group in ordered:  # the reference's np.asarray(results[index]) > 0, over every test
+                flat = np.asarray([r for s in group for r in results_of(s)])
+                avg[task_id] = float(np.mean(flat > 0)) if flat.size else float("nan")
+                strict[task_id] = float(all_passed(flat))
+            return {"avg_accuracy": avg, "strict_accuracy": strict}
+        counts = {t: (len(g), sum(all_passed(results_of(s)) for s in g)) for t, g in ordered}
+        return {f"pass@{k}": {t: pass_at_k(n, c, k) for t, (n, c) in counts.items()} for k in ks}
+
+    def compute(self, problems: Sequence[Problem], samples: Sequence[Sample], ks: Sequence[int]) -> dict[str, Any]:
         bad = [p.task_id for p in problems if p.record.get(MALFORMED)]
         malformed = {"malformed_problems": len(bad), "malformed_problem_ids": bad} if bad else {}
-        if not ordered:
+        values = self.per_problem(problems, samples, ks)
+        if not values:
             return {"avg_accuracy": 0.0, "strict_accuracy": 0.0, **malformed}
-        if len(ordered[0]) == 1:
-            per_problem, strict = [], []
-            for group in ordered:  # the reference's np.asarray(results[index]) > 0, over every test
-                flat = np.asarray([r for s in group for r in results_of(s)])
-                per_problem.append(float(np.mean(flat > 0)) if flat.size else float("nan"))
-                strict.append(all_passed(flat))
-            return {"avg_accuracy": float(np.mean(per_problem)), "strict_accuracy": float(np.mean(strict)), **malformed}
-        counts = [(len(g), sum(all_passed(results_of(s)) for s in g)) for g in ordered]
-        return {**{f"pass@{k}": float(np.mean([pass_at_k(n, c, k) for n, c in counts])) for k in ks}, **malformed}
+        return {**{key: float(np.mean(list(v.values()))) for key, v in values.items()}, **malformed}
 
 
 def make(name: str) -> TaskSpec:

@@ -215,7 +215,9 @@ class DependencyRecall(Metric):
     uses_k = True
     default_ks: tuple[int, ...] = (1, 10)
 
-    def compute(self, problems: Sequence[Problem], samples: Sequence[Sample], ks: Sequence[int]) -> dict[str, Any]:
+    def recalls(self, problems: Sequence[Problem],
+                samples: Sequence[Sample]) -> tuple[dict[str, list[float]], dict[str, Any]]:
+        """(task_id -> each sample's recall, for tasks with reference dependencies; project -> its graph)."""
         by_id = {p.task_id: p for p in problems}
         sources: dict[str, str] = {}
         graphs: dict[str, Any] = {}
@@ -231,6 +233,15 @@ class DependencyRecall(Metric):
                 graphs[project] = project_graph(record)
             per_task.setdefault(s.task_id, []).append(
                 recall(sources[record["completion_path"]], record, s.completion, graphs[project]))
+        return per_task, graphs
+
+    def per_problem(self, problems: Sequence[Problem], samples: Sequence[Sample],
+                    ks: Sequence[int]) -> dict[str, dict[str, float]]:
+        per_task, _ = self.recalls(problems, samples)
+        return {f"recall@{k}": {t: max(v[:k]) for t, v in per_task.items()} for k in ks}
+
+    def compute(self, problems: Sequence[Problem], samples: Sequence[Sample], ks: Sequence[int]) -> dict[str, Any]:
+        per_task, graphs = self.recalls(problems, samples)
         out = {f"recall@{k}": float(np.mean([max(v[:k]) for v in per_task.values()])) if per_task else 0.0
                for k in ks}
         out["recall_tasks"] = len(per_task)

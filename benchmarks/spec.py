@@ -145,6 +145,13 @@ class Metric(abc.ABC):
                 ks: Sequence[int]) -> dict[str, Any]:
         """`problems` in dataset order; `samples` sorted by (problem, sample)."""
 
+    def per_problem(self, problems: Sequence[Problem], samples: Sequence[Sample],
+                    ks: Sequence[int]) -> dict[str, dict[str, float]]:
+        """For each key of compute()'s result that is a mean over problems, each problem's value
+        ({key: {task_id: value}}): its standard error then has a closed form and paired tests
+        pair problems (codeeval/uncertainty.py). {} (the default): the keys are bootstrapped."""
+        return {}
+
 
 @dataclass(frozen=True)
 class Prompting:

@@ -12,6 +12,7 @@ vectors (tests/test_bleu.py). The metrics score each problem's first sample, as 
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 import sys
@@ -48,6 +49,18 @@ def ngrams(tokens: Sequence[str], max_order: int) -> Counter:
     return Counter(tuple(tokens[i:i + n]) for n in range(1, max_order + 1) for i in range(len(tokens) - n + 1))
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def pair_counts(prediction: str, reference: str, max_order: int) -> tuple[tuple[int, ...], tuple[int, ...], int, int]:
+    """One pair's share of the corpus counts: clipped matches and candidates per order, the two
+    lengths. Cached: the bootstrap (codeeval/uncertainty.py) rescores the same pairs many times."""
+    hyp, ref = tokenize_13a(prediction), tokenize_13a(reference)
+    matches = [0] * max_order
+    for gram, count in (ngrams(hyp, max_order) & ngrams(ref, max_order)).items():
+        matches[len(gram) - 1] += count
+    possible = tuple(max(len(hyp) - order + 1, 0) for order in range(1, max_order + 1))
+    return tuple(matches), possible, len(hyp), len(ref)
+
+
 def corpus_bleu(predictions: Sequence[str], references: Sequence[str], max_order: int = 4,
                 smooth: bool = False) -> dict[str, Any]:
     """`evaluate.load("bleu").compute(predictions=..., references=..., max_order=..., smooth=...)`
@@ -61,13 +74,12 @@ def corpus_bleu(predictions: Sequence[str], references: Sequence[str], max_order
     matches, possible = [0] * max_order, [0] * max_order
     translation_length = reference_length = 0
     for prediction, reference in zip(predictions, references):
-        hyp, ref = tokenize_13a(prediction), tokenize_13a(reference)
-        reference_length += len(ref)
-        translation_length += len(hyp)
-        for gram, count in (ngrams(hyp, max_order) & ngrams(ref, max_order)).items():
-            matches[len(gram) - 1] += count
-        for order in range(1, max_order + 1):
-            possible[order - 1] += max(len(hyp) - order + 1, 0)
+        pair_matches, pair_possible, hyp_length, ref_length = pair_counts(prediction, reference, max_order)
+        reference_length += ref_length
+        translation_length += hyp_length
+        for order in range(max_order):
+            matches[order] += pair_matches[order]
+            possible[order] += pair_possible[order]
     if smooth:
         precisions = [(m + 1.0) / (p + 1.0) for m, p in zip(matches, possible)]
     else:
@@ -126,10 +138,15 @@ def codexglue_bleu(golds: Sequence[str], predictions: Sequence[str]) -> float:
     tab, lowercased and punctuation-split; the mean sentence BLEU x 100 (0.0 for no pairs)."""
     total = 0.0
     for gold, prediction in zip(golds, predictions):
-        gold = gold.strip().split("\t")[0]
-        prediction = prediction.strip().split("\t")[0]
-        total += sentence_bleu(split_puncts(gold.strip().lower()), split_puncts(prediction.strip().lower()))
+        total += codexglue_sentence_bleu(gold, prediction)
     return total * 100.0 / len(golds) if golds else 0.0
+
+
+def codexglue_sentence_bleu(gold: str, prediction: str) -> float:
+    """One pair's term of codexglue_bleu, in [0, 1]."""
+    gold = gold.strip().split("\t")[0]
+    prediction = prediction.strip().split("\t")[0]
+    return sentence_bleu(split_puncts(gold.strip().lower()), split_puncts(prediction.strip().lower()))
 
 
 def first_samples(problems: Sequence[Problem], samples: Sequence[Sample]) -> list[str]:
@@ -169,3 +186,8 @@ class CodeXGlueBleu(Metric):
 
     def compute(self, problems: Sequence[Problem], samples: Sequence[Sample], ks: Sequence[int]) -> dict[str, Any]:
         return {"blue": codexglue_bleu([self.reference(p) for p in problems], first_samples(problems, samples))}
+
+    def per_problem(self, problems: Sequence[Problem], samples: Sequence[Sample],
+                    ks: Sequence[int]) -> dict[str, dict[str, float]]:
+        pairs = zip(problems, first_samples(problems, samples))
+        return {"blue": {p.task_id: 100.0 * codexglue_sentence_bleu(self.reference(p), c) for p, c in pairs}}

@@ -3,7 +3,7 @@ modules must agree on). Frozen and picklable: Prefect persists them as task resu
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 
@@ -42,6 +42,10 @@ class TaskScore:
     passed: Optional[int]  # samples that passed; None for a task without pass/fail
     statuses: dict[str, int]
     ks_left_out: tuple[int, ...]
+    # per float of `metrics`, over problems (codeeval/uncertainty.py): standard error, 95% interval, method
+    stderr: dict[str, float] = field(default_factory=dict)
+    ci95: dict[str, list[float]] = field(default_factory=dict)
+    stderr_method: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         data = dataclasses.asdict(self)

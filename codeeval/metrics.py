@@ -73,11 +73,14 @@ class PassAtK(Metric):
             return sample.passed
         return bool(sample.verdict and sample.verdict.subsets.get(self.subset))
 
+    def per_problem(self, problems: Sequence[Problem], samples: Sequence[Sample],
+                    ks: Sequence[int]) -> dict[str, dict[str, float]]:
+        counts = {t: (len(g), sum(map(self.passed, g))) for t, g in by_problem(samples).items()}
+        return {f"{self.prefix}pass@{k}": {t: pass_at_k(n, c, k) for t, (n, c) in counts.items()} for k in ks}
+
     def compute(self, problems: Sequence[Problem], samples: Sequence[Sample], ks: Sequence[int]) -> dict[str, Any]:
-        groups = by_problem(samples)
-        counts = [(len(g), sum(map(self.passed, g))) for g in groups.values()]
-        return {f"{self.prefix}pass@{k}": float(np.mean([pass_at_k(n, c, k) for n, c in counts])) if counts else 0.0
-                for k in ks}
+        return {key: float(np.mean(list(values.values()))) if values else 0.0
+                for key, values in self.per_problem(problems, samples, ks).items()}
 
 
 Number = Union[int, float, str]
@@ -103,16 +106,27 @@ class AnswerAccuracy(Metric):
         answers = [a for a in answers if not a.startswith("failed:")] or [""]
         return Counter(answers).most_common()[0][0] if self.vote == "majority" else answers[0]
 
-    def compute(self, problems: Sequence[Problem], samples: Sequence[Sample], ks: Sequence[int]) -> dict[str, Any]:
+    def judged(self, problems: Sequence[Problem], samples: Sequence[Sample]) -> dict[str, Optional[bool]]:
+        """task_id -> whether the chosen answer is right; None when it (or the target) is no number."""
         groups = by_problem(samples)
-        correct = errored = 0
+        out: dict[str, Optional[bool]] = {}
         for problem in problems:
             answer = self.choose([s.verdict.answer for s in groups.get(problem.task_id, [])
                                   if s.verdict is not None and s.verdict.answer is not None])
             try:
-                correct += abs(float(answer) - float(self.target(problem))) < self.tol
+                out[problem.task_id] = abs(float(answer) - float(self.target(problem))) < self.tol
             except ValueError:
-                errored += 1
+                out[problem.task_id] = None
+        return out
+
+    def per_problem(self, problems: Sequence[Problem], samples: Sequence[Sample],
+                    ks: Sequence[int]) -> dict[str, dict[str, float]]:
+        return {"accuracy": {t: float(bool(ok)) for t, ok in self.judged(problems, samples).items()}}
+
+    def compute(self, problems: Sequence[Problem], samples: Sequence[Sample], ks: Sequence[int]) -> dict[str, Any]:
+        judged = self.judged(problems, samples)
+        correct = sum(bool(ok) for ok in judged.values())
+        errored = sum(ok is None for ok in judged.values())
         return {"accuracy": correct / len(problems) if problems else 0.0, "num_failed_execution": errored}
 
 

@@ -44,8 +44,7 @@ def failure_message(root: str, failed: Sequence[ShardFailure], skipped: Sequence
 
 
 def _score(score: TaskScore) -> str:
-    value = score.metrics.get(score.primary)
-    shown = f"{value:.4f}" if isinstance(value, float) else str(value)
+    shown = _value(score.metrics.get(score.primary), score.stderr.get(score.primary))
     passed = f", {score.passed}/{score.samples} samples passed" if score.passed is not None else ""
     return f"{score.primary} = {shown} ({score.problems} problems{passed})"
 
@@ -89,9 +88,10 @@ def summary_markdown(model: str, run_id: str, root: str, tasks: Sequence[str],
     return "\n".join(lines) + "\n"
 
 
-def _value(value) -> str:
+def _value(value, stderr: Optional[float] = None) -> str:
+    """A value as the terminal shows it: a float to 4 places, with its standard error if any."""
     if isinstance(value, float):
-        return f"{value:.4f}"
+        return f"{value:.4f}" + (f" ± {stderr:.4f}" if stderr is not None else "")
     return str(value) if isinstance(value, (int, str)) else "(see results.json)"
 
 
@@ -101,7 +101,9 @@ def results_table(results: dict) -> str:
     lines = []
     for name, detail in info.get("tasks", {}).items():
         metrics = results.get(name, {})
-        values = "  ".join(f"{m}={_value(v)}" for m, v in metrics.items() if not isinstance(v, (dict, list)))
+        stderr = detail.get("stderr", {})
+        values = "  ".join(f"{m}={_value(v, stderr.get(m))}" for m, v in metrics.items()
+                           if not isinstance(v, (dict, list)))
         if not metrics:
             counts = "generated"
         elif detail.get("passed") is not None:
@@ -111,6 +113,11 @@ def results_table(results: dict) -> str:
         left = detail.get("ks_left_out") or []
         note = f"; pass@{', pass@'.join(map(str, left))} left out (n too small)" if left else ""
         lines.append(f"{name:<22} {values}  ({counts}{note})")
+        primary = detail.get("primary")
+        if primary in detail.get("ci95", {}):
+            lo, hi = detail["ci95"][primary]
+            lines.append(f"{'':<22} {primary} 95% interval [{lo:.4f}, {hi:.4f}] over {detail.get('problems')} "
+                         f"problems (± is the standard error, docs/statistics.md)")
         gen, exe = detail["reused"]["generate"], detail["reused"]["execute"]
         lines.append(f"{'':<22} reused {gen[0]}/{gen[1]} generation and {exe[0]}/{exe[1]} execution shards")
         if detail.get("saved_generations"):
