@@ -114,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = sub.add_parser("inspect", help="a run's failed shards and failing samples, from its files "
                                              "(what the Prefect UI's artifacts show)")
     inspect.add_argument("run", help="run directory, or a run id (under CODEEVAL_STORAGE, a path or an fsspec URL, else runs/)")
+    compare = sub.add_parser("compare", help="per task, run B against run A: the difference, a paired test and "
+                                             "the problems that flipped (docs/statistics.md)")
+    compare.add_argument("run_a", help="run directory or run id, as for inspect")
+    compare.add_argument("run_b", help="run directory or run id, as for inspect")
     night = sub.add_parser("nightly", help="the nightly-leaderboard flow once, on this machine "
                                            "(what the scheduled deployment runs on a server)")
     night.add_argument("models_file", help="models.yaml (see docs/deployment.md)")
@@ -257,17 +261,23 @@ def nightly(models_file: str, output_dir: str, runs_dir: str) -> int:
 
 
 def inspect_run(run: str) -> int:
-    from pathlib import Path
-
     from codeeval import storage
     from codeeval.failures import run_report
 
-    root = Path(run) if Path(run).is_dir() or os.sep in run else storage.fetch_run(storage.run_dir(run))
+    root = storage.locate(run)
     try:
         report, _ = run_report(root)
     except FileNotFoundError as exc:
         raise UsageError(f"no run at {run}: {exc}") from None
     print(report, end="")
+    return 0
+
+
+def compare_runs(run_a: str, run_b: str) -> int:
+    from codeeval import storage
+    from codeeval.compare import report
+
+    print(report(storage.locate(run_a), storage.locate(run_b)), end="")
     return 0
 
 
@@ -340,6 +350,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         if args.command == "inspect":
             return inspect_run(args.run)
+        if args.command == "compare":
+            return compare_runs(args.run_a, args.run_b)
         if args.command == "nightly":
             return nightly(args.models_file, args.output_dir, args.runs_dir)
         if args.command == "repo-envs":

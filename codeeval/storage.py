@@ -96,3 +96,9 @@ def fetch_run(root: Path) -> Path:
             for path in fs.find(key):
                 fetch(root / Path(path).relative_to(key))
     return root
+
+
+def locate(run: str) -> Path:
+    """A run as the command line names it (`codeeval inspect`, `codeeval compare`): a directory,
+    or a run id under run_dir(), with every file the store has of it."""
+    return Path(run) if Path(run).is_dir() or os.sep in run else fetch_run(run_dir(run))
