@@ -127,20 +127,16 @@ def headline(spec: TaskSpec, problems: Sequence[Problem], samples: Sequence[Samp
     return metric, key, float(values[key])
 
 
-BINARY = "its {} is 1"  # the rule of a metric with a pass/fail value per problem
-
-
-def passed_by_problem(values: Optional[dict[str, float]], samples: Sequence[Sample], spec: TaskSpec,
-                      key: str) -> tuple[dict[str, bool], str]:
-    """Each problem's pass/fail for the list of flips, and the rule used."""
-    if values is not None and set(values.values()) <= {0.0, 1.0}:
-        return {t: v == 1.0 for t, v in values.items()}, BINARY.format(key)
-    if spec.executes:
-        solved: dict[str, bool] = {}
-        for s in samples:
-            solved[s.task_id] = solved.get(s.task_id, False) or s.passed
-        return solved, "any of its samples passed"
-    return {}, ""
+def passed_by_problem(values: Optional[dict[str, float]], samples: Sequence[Sample],
+                      spec: TaskSpec) -> dict[str, bool]:
+    """Each problem's pass/fail for the list of flips: its value when the metric's per-problem
+    values are pass/fail (`values`), else whether any of its samples passed ({}: no such notion)."""
+    if values is not None:
+        return {t: v == 1.0 for t, v in values.items()}
+    solved: dict[str, bool] = {}
+    for s in samples if spec.executes else ():
+        solved[s.task_id] = solved.get(s.task_id, False) or s.passed
+    return solved
 
 
 def compare_task(task: str, side_a: Side, side_b: Side) -> TaskComparison:
@@ -160,12 +156,14 @@ def compare_task(task: str, side_a: Side, side_b: Side) -> TaskComparison:
                          "different numbers of samples); not comparable")
     per_a = metric.per_problem(common, samples_a, ks).get(key)
     per_b = metric.per_problem(common, samples_b, ks).get(key)
-    passed_a, rule = passed_by_problem(per_a, samples_a, spec, key)
-    passed_b, rule_b = passed_by_problem(per_b, samples_b, spec, key)
+    binary = per_a is not None and per_b is not None and set(per_a.values()) | set(per_b.values()) <= {0.0, 1.0}
+    passed_a = passed_by_problem(per_a if binary else None, samples_a, spec)
+    passed_b = passed_by_problem(per_b if binary else None, samples_b, spec)
+    rule = f"its {key} is 1" if binary else "any of its samples passed" if spec.executes else ""
     order = [p.task_id for p in common]
     paired = [t for t in order if t in (per_a or {}) and t in (per_b or {})]
     d = np.array([per_b[t] - per_a[t] for t in paired])  # type: ignore[index]
-    if rule == rule_b == BINARY.format(key):  # pass/fail per problem on both sides
+    if binary:  # pass/fail per problem on both sides
         n_down = sum(per_a[t] > per_b[t] for t in paired)  # type: ignore[index]
         n_up = sum(per_a[t] < per_b[t] for t in paired)  # type: ignore[index]
         p_value, test = mcnemar_exact(n_down, n_up), MCNEMAR
@@ -181,8 +179,6 @@ def compare_task(task: str, side_a: Side, side_b: Side) -> TaskComparison:
                 for idx in uncertainty.draws(len(common), RESAMPLES)])
         lo, hi = np.percentile(replicates, [2.5, 97.5])
         ci, p_value, test = (float(lo), float(hi)), bootstrap_p(replicates, b - a), BOOTSTRAP
-    if rule != rule_b:
-        rule = ""
     flipped = [t for t in order if rule and t in passed_a and t in passed_b and passed_a[t] != passed_b[t]]
     where = [(t, side_a.rows.get(t, "?"), side_b.rows.get(t, "?")) for t in flipped]
     return TaskComparison(task, key, len(common), a, b, ci, p_value, test,
