@@ -88,7 +88,7 @@ def test_saved_generations_replay_to_the_same_score(prefect_api, data_dir, tmp_p
     assert len(programs) == 6 and all(len(p) == 2 for p in programs)
     text = run_cli(capsys, *common, "--load_generations_path", str(saved), "--k", "1,2",
                    "--output-dir", str(tmp_path / "b"), "--metric_output_path", str(tmp_path / "m.json"))
-    assert "pass@1=1.0000  pass@2=1.0000" in text and "12/12" in text
+    assert "pass@1=1.0000 ± 0.0000  pass@2=1.0000 ± 0.0000" in text and "12/12" in text
     # A wrong program for one sample of the first problem: pass@1 drops by 1/12, pass@2 is unchanged.
     programs[0][1] = "def has_close_elements(numbers, threshold):\n    return False\n"
     saved.write_text(json.dumps(programs))
