@@ -178,7 +178,8 @@ def compare_task(task: str, side_a: Side, side_b: Side) -> TaskComparison:
                 - float(metric.compute(*uncertainty.resample(common, samples_a, idx), ks)[key])
                 for idx in uncertainty.draws(len(common), RESAMPLES)])
         lo, hi = np.percentile(replicates, [2.5, 97.5])
-        ci, p_value, test = (float(lo), float(hi)), bootstrap_p(replicates, b - a), BOOTSTRAP
+        observed = float(d.mean()) if paired else b - a
+        ci, p_value, test = (float(lo), float(hi)), bootstrap_p(replicates, observed), BOOTSTRAP
     flipped = [t for t in order if rule and t in passed_a and t in passed_b and passed_a[t] != passed_b[t]]
     where = [(t, side_a.rows.get(t, "?"), side_b.rows.get(t, "?")) for t in flipped]
     return TaskComparison(task, key, len(common), a, b, ci, p_value, test,

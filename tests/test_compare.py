@@ -65,7 +65,8 @@ def runs(tmp_path_factory, data_dir):
                       "--save_generations", "--save_generations_path", str(root / "gens2.json"))
     programs2 = json.loads((root / "gens2_humaneval.json").read_text())
     path = root / "y2.json"
-    path.write_text(json.dumps(with_wrong_programs(programs2, {0: [0, 1], 1: [0, 1], 2: [0, 1], 3: [0, 1], 4: [1]}, entry)))
+    wrong2 = {0: [0, 1], 1: [0, 1], 2: [0, 1], 3: [0, 1], 4: [1]}
+    path.write_text(json.dumps(with_wrong_programs(programs2, wrong2, entry)))
     out["y2"] = run(root, "y2", "humaneval", "--model", "y2", "--load_generations_path", str(path), *common,
                     "--n_samples", "2")
     return root, out
