@@ -87,8 +87,11 @@ def postprocess(problem: Problem, continuation: str, extra_stops: tuple[str, ...
 
 def reference_solution(problem: Problem) -> str:
     """The record's first solution (the `reference` backend's oracle)."""
-    solutions = json.loads(problem.record["solutions"] or "[]")
-    return solutions[0] if solutions else ""
+    try:
+        solutions = json.loads(problem.record["solutions"] or "[]")
+    except ValueError:  # not JSON: no oracle (its samples fail, visibly)
+        return ""
+    return solutions[0] if isinstance(solutions, list) and solutions and isinstance(solutions[0], str) else ""
 
 
 NO_TESTS = '{"inputs": [], "outputs": []}'  # what a malformed record's sandbox gets (its verdict is -2)

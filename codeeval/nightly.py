@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import typing
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -51,12 +52,19 @@ def load_models(path: Path, runs_dir: Optional[Path] = None) -> list[RunConfig]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(f"models file not found: {path}") from None
-    except yaml.YAMLError as exc:
-        raise UsageError(f"{path} is not YAML: {str(exc).splitlines()[0]}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read the models file {path}: {exc.strerror or exc}") from None
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise UsageError(f"{path} is not YAML: {(str(exc).splitlines() or [type(exc).__name__])[0]}") from None
     if not isinstance(data, dict) or not isinstance(data.get("models"), list) or not data["models"]:
         raise UsageError(f"{path}: expected a `models:` list (see codeeval/nightly.py)")
     defaults = data.get("defaults") or {}
-    return [_config(path, i, {**defaults, **entry}, runs_dir) for i, entry in enumerate(data["models"])]
+    if not isinstance(defaults, dict):
+        raise UsageError(f"{path}: `defaults` must be a mapping of run options")
+    return [_config(path, i, {**defaults, **entry} if isinstance(entry, dict) else entry, runs_dir)
+            for i, entry in enumerate(data["models"])]
 
 
 def _config(path: Path, i: int, entry: Any, runs_dir: Optional[Path]) -> RunConfig:
@@ -65,18 +73,68 @@ def _config(path: Path, i: int, entry: Any, runs_dir: Optional[Path]) -> RunConf
         raise UsageError(f"{where} needs `model` and `tasks`")
     unknown = set(entry) - CONFIG_FIELDS - {"generation"}
     if unknown:
-        raise UsageError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+        raise UsageError(f"{where}: unknown key(s) {', '.join(sorted(map(_key, unknown)))}")
     generation = entry.get("generation") or {}
+    if not isinstance(generation, dict):
+        raise UsageError(f"{where}: `generation` must be a mapping of generation options")
     bad = set(generation) - GENERATION_FIELDS
     if bad:
-        raise UsageError(f"{where}: unknown generation key(s) {', '.join(sorted(bad))}")
+        raise UsageError(f"{where}: unknown generation key(s) {', '.join(sorted(map(_key, bad)))}")
     fields = {k: v for k, v in entry.items() if k != "generation"}
     if isinstance(fields["tasks"], str):
         fields["tasks"] = [t.strip() for t in fields["tasks"].split(",") if t.strip()]
+    _check_types(where, RunConfig, fields)
+    _check_types(f"{where}.generation", GenerationArgs, generation)
     config = RunConfig(**fields, generation=GenerationArgs(**generation))
     if config.output_dir is None and runs_dir is not None:
         config = dataclasses.replace(config, output_dir=str(runs_dir / config.run_id))
     return config
+
+
+def _key(key: Any) -> str:
+    """A key as the message shows it: itself when plain, else quoted (the message stays one line)."""
+    return key if isinstance(key, str) and key.isprintable() and key.strip() == key and key else repr(key)
+
+
+# the backends read their options with int()/float() (the CLI gives strings): YAML's numbers work too
+LENIENT = {"backend_options": dict[str, typing.Union[str, int, float, bool]]}
+
+
+def _check_types(where: str, cls, values: dict) -> None:
+    """Each value of the type its dataclass field declares (YAML reads `limit: ten` as a string and
+    `tasks: [1]` as integers: caught here in one line, not as a TypeError deep in the run)."""
+    hints = {**typing.get_type_hints(cls), **LENIENT}
+    for name, value in values.items():
+        if not _fits(value, hints[name]):
+            raise UsageError(f"{where}: {name} must be {_describe(hints[name])}, got {value!r:.60}")
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union:
+        return any(_fits(value, a) for a in args)
+    if origin is list:
+        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(_fits(k, args[0]) and _fits(v, args[1]) for k, v in value.items())
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+def _describe(hint: Any) -> str:
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is typing.Union:
+        return " or ".join(_describe(a) for a in args)
+    if typing.get_origin(hint) is list:
+        return f"a list of {_describe(args[0])}"
+    if typing.get_origin(hint) is dict:
+        return f"a mapping of {_describe(args[0])} to {_describe(args[1])}"
+    return "null" if hint is type(None) else getattr(hint, "__name__", str(hint))
 
 
 def rows_of(results: dict, date: str) -> list[dict]:

@@ -56,6 +56,8 @@ def check(config: RunConfig) -> None:
         raise UsageError("--n_samples must be >= 1")
     if config.limit is not None and config.limit < 1:
         raise UsageError("--limit must be >= 1")
+    if config.limit_start < 0:
+        raise UsageError("--limit_start must be >= 0")
     if config.shard_size < 1:
         raise UsageError("--shard_size must be >= 1")
     if config.stages not in ("auto", "local", "deployments"):
@@ -81,9 +83,11 @@ def plan_task(config: RunConfig, name: str) -> TaskPlan:
                           dependency_data_root=Path(config.dependency_data_root) if config.dependency_data_root
                           else None, exclude_failing_oracles=config.exclude_failing_oracles,
                           strict_data=config.strict_data)
-    problems = spec.load(options)
+    problems = load_problems(spec, options)
     stop = None if config.limit is None else config.limit_start + config.limit
     problems = problems[config.limit_start:stop]
+    if not problems and config.limit_start == 0:
+        raise UsageError(f"task {name}: its data holds no problems")
     if not problems:
         raise UsageError(f"task {name} has no problems in the range --limit_start {config.limit_start} --limit {config.limit}")
     counts = backend_class(config.backend_kind).counts(backend_spec(config), spec, problems)
@@ -93,6 +97,17 @@ def plan_task(config: RunConfig, name: str) -> TaskPlan:
     else:
         ks, left_out = resolve_ks(name, n_min, config.k, spec.default_ks)
     return TaskPlan(spec, problems, counts, ks, left_out, shard_ranges(spec, problems, config.shard_size))
+
+
+def load_problems(spec: TaskSpec, options: LoadOptions) -> list[Problem]:
+    """The task's problems. The families check the fields they read (benchmarks/data.py
+    check_fields); a record malformed in a way they do not foresee is still bad input: one line
+    naming the task, not a traceback."""
+    try:
+        return spec.load(options)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise UsageError(f"task {spec.name}: its data is not in the upstream format ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:120]})") from None
 
 
 def _no_key(problem: Problem) -> None:

@@ -18,13 +18,22 @@ from codeeval.plan import TaskPlan, check, plan_task
 
 
 def check_writable(path: Path, what: str) -> None:
-    """`path` (a directory) exists or can be made, and a file can be written in it."""
+    """`path` (a directory) exists or can be made, and a file can be written in it. Directories
+    made for the check are removed again: input refused later leaves nothing behind (the run
+    makes them when it writes its first file)."""
+    made = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".codeeval-write-check-"):
             pass
     except OSError as exc:
         raise UsageError(f"cannot write to the {what} {path}: {exc.strerror or exc}") from None
+    finally:
+        for directory in made:
+            try:
+                directory.rmdir()
+            except OSError:  # not made by us after all, or something was written there meanwhile
+                break
 
 
 def check_outputs(config: RunConfig) -> None:

@@ -17,10 +17,12 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import zlib
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from codeeval.benchmarks.data import encodable
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.errors import UsageError
 from codeeval.fingerprint import file_digest
@@ -47,13 +49,17 @@ def path_for(template: str, task: str) -> Path:
 
 
 def _text(path: Path) -> str:
-    if path.suffix != ".gz":
-        return path.read_text(encoding="utf-8")
     try:
+        if path.suffix != ".gz":
+            return path.read_text(encoding="utf-8")
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             return fh.read()
-    except (OSError, EOFError) as exc:
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"malformed generations file {path}: not UTF-8 (byte {exc.start})") from None
+    except gzip.BadGzipFile as exc:
         raise UsageError(f"malformed generations file {path}: not gzip ({exc})") from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise UsageError(f"cannot read generations file {path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 Prefix = Optional[Callable[[Problem], str]]  # TaskSpec.completion_prefix
@@ -79,10 +85,18 @@ def _read(path: Path, problems: Sequence[Problem], prefix: Prefix,
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"malformed generations file {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting deeper than Python's stack
+        raise UsageError(f"malformed generations file {path}: not JSON Python reads ({type(exc).__name__})") from None
     if not isinstance(data, list) or not all(
         isinstance(g, list) and all(isinstance(s, str) for s in g) for g in data
     ):
         raise UsageError(f"malformed generations file {path}: expected a list of lists of strings, one list per problem")
+    bad = next((i for i, g in enumerate(data) if not all(map(encodable, g))), None)
+    if bad is not None:
+        raise UsageError(f"malformed generations file {path}: problem {bad}'s programs hold a lone surrogate "
+                         "(\\ud800-\\udfff), which no program file can")
+    if not data:
+        raise UsageError(f"generations file {path} holds no problems (an empty list)")
     if len(data) < len(problems):
         raise UsageError(f"generations file {path} has {len(data)} problems, the task has {len(problems)} "
                          f"(use --limit {len(data)} to score a prefix)")
@@ -102,12 +116,12 @@ def _parse_jsonl(path: Path, text: str, problems: Sequence[Problem], prefix: Pre
         try:
             row = json.loads(line)
             if "task_id" not in row and "namespace" in row:  # EvoCodeBench/DevEval completion.jsonl: a body
-                task_id, program = str(row["namespace"]), row["completion"]
+                task_id, program = _id(row["namespace"]), row["completion"]
             else:
-                task_id = str(row["task_id"])
+                task_id = _id(row["task_id"])
                 program = (row["solution"] if "solution" in row
                            else _continued(by_id.get(task_id), prefix, row["completion"]))
-        except (json.JSONDecodeError, KeyError, TypeError):
+        except (ValueError, RecursionError, KeyError, TypeError):  # JSONDecodeError is a ValueError
             raise UsageError(f"malformed generations file {path}, line {number}: "
                              'expected {"task_id": ..., "completion": ...} or {"task_id": ..., "solution": ...}') from None
         except _NoPrefix:
@@ -116,6 +130,9 @@ def _parse_jsonl(path: Path, text: str, problems: Sequence[Problem], prefix: Pre
                              'give {"task_id": ..., "solution": ...} rows or bigcode\'s JSON') from None
         if not isinstance(program, str):
             raise UsageError(f"malformed generations file {path}, line {number}: completion is not a string")
+        if not encodable(program):
+            raise UsageError(f"malformed generations file {path}, line {number}: the program holds a lone "
+                             "surrogate (\\ud800-\\udfff), which no program file can")
         found[task_id].append(program)
     missing = [t for t in by_id if t not in found]
     if missing:
@@ -125,6 +142,13 @@ def _parse_jsonl(path: Path, text: str, problems: Sequence[Problem], prefix: Pre
 
 class _NoPrefix(Exception):
     pass
+
+
+def _id(value) -> str:
+    """A row's task id: a string, or an integer as MBPP's are (a bool, list or object is no id)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise TypeError(value)
+    return str(value)
 
 
 def _continued(problem: Optional[Problem], prefix: Prefix, completion) -> str:
