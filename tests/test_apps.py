@@ -17,8 +17,8 @@ from docker_env import ensure_images, unstretched
 from codeeval.benchmarks import apps
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Sample, Verdict
-from codeeval.errors import UsageError
-from codeeval.execute import execute_rows, verdict_of
+from codeeval.core.errors import UsageError
+from codeeval.pipeline.execute import execute_rows, verdict_of
 from codeeval.executors.docker_sandbox import DockerSandbox
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -20,9 +20,9 @@ from docker_env import ensure_images, unstretched
 
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Sample
-from codeeval.execute import execute_rows, verdict_of
+from codeeval.pipeline.execute import execute_rows, verdict_of
 from codeeval.executors.docker_sandbox import DockerSandbox
-from codeeval.generate import generate_rows
+from codeeval.pipeline.generate import generate_rows
 from codeeval.generation import BackendSpec, GenerationArgs
 from codeeval.generation.transformers_backend import TransformersBackend
 

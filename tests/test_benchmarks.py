@@ -6,7 +6,7 @@ import pytest
 from codeeval.benchmarks.registry import get_task, task_names
 from codeeval.benchmarks.spec import LoadOptions
 from codeeval.benchmarks.text import cut_at_stop
-from codeeval.errors import UsageError
+from codeeval.core.errors import UsageError
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 from codeeval.benchmarks import code_to_text
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Sample
-from codeeval.errors import UsageError
+from codeeval.core.errors import UsageError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SUFFIX_PY = '\n""" The goal of this function is to:\n'

@@ -11,7 +11,7 @@ import pytest
 from codeeval.benchmarks import codesembench, codesembench_score as score
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Sample
-from codeeval.errors import UsageError
+from codeeval.core.errors import UsageError
 
 # The reference's test_utils.MockLlm: a canned answer for the prompt that holds the key
 # (the last key found wins), else ''.

@@ -36,7 +36,7 @@ def sandbox(image):
 
 def test_build_is_idempotent_and_tags_with_the_recipe_hash(image):
     started = time.monotonic()
-    done = subprocess.run(["bash", "containers/build.sh"], cwd=REPO, capture_output=True, text=True, check=True)
+    done = subprocess.run(["bash", "codeeval/containers/build.sh"], cwd=REPO, capture_output=True, text=True, check=True)
     assert time.monotonic() - started < 5
     assert "up to date" in done.stderr and image in done.stderr
     label = subprocess.run(["docker", "image", "inspect", "--format", '{{index .Config.Labels "codeeval.recipe"}}',

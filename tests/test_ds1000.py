@@ -20,8 +20,8 @@ from docker_env import REPO
 from codeeval.benchmarks import ds1000
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Problem, Sample, Verdict
-from codeeval.errors import UsageError
-from codeeval.execute import execute_rows, verdict_of
+from codeeval.core.errors import UsageError
+from codeeval.pipeline.execute import execute_rows, verdict_of
 from codeeval.executors.docker_sandbox import DockerSandbox
 from codeeval.executors.images import ds1000_image
 
@@ -44,8 +44,8 @@ def load(name, data_dir=FIXTURES):
 
 @pytest.fixture(scope="module")
 def sandbox():
-    done = subprocess.run(["bash", "containers/ds1000/build.sh"], cwd=REPO, capture_output=True, text=True)
-    assert done.returncode == 0, f"containers/ds1000/build.sh failed:\n{done.stdout}\n{done.stderr}"
+    done = subprocess.run(["bash", "codeeval/containers/ds1000/build.sh"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, f"codeeval/containers/ds1000/build.sh failed:\n{done.stdout}\n{done.stderr}"
     with DockerSandbox(n_workers=2, image=ds1000_image()) as box:
         yield box
 

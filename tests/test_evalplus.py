@@ -11,7 +11,7 @@ from codeeval.benchmarks import evalplus_judge
 from codeeval.benchmarks.mbppplus_inputs import deserialize
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
-from codeeval.execute import execute_rows, verdict_of
+from codeeval.pipeline.execute import execute_rows, verdict_of
 from codeeval.executors.docker_sandbox import DockerSandbox
 
 PASS, WRONG, RAISED, TIMED_OUT, NOT_RUN = 1, 0, -1, -2, -3

@@ -70,7 +70,7 @@ def test_a_model_that_fails_to_load_fails_its_shards_once_and_the_ui_shows_why(p
     assert tasks["score-humaneval"].state.name == "Skipped"
     assert not [name for name, t in tasks.items() if t.state.type.value == "PENDING"]
 
-    from codeeval.config import RunConfig
+    from codeeval.pipeline.config import RunConfig
 
     run_id = RunConfig(model=str(model), tasks=["humaneval"], limit=3).run_id
     (summary,) = [a for a in arts[""] if a.key]  # on the evaluate run itself: where a person looks first
@@ -94,8 +94,8 @@ def test_a_model_that_fails_to_load_fails_its_shards_once_and_the_ui_shows_why(p
 def test_an_engine_that_does_not_answer_is_retried_then_fails_the_shard(prefect_api, data_dir, tmp_path,
                                                                         monkeypatch):
     """The Docker engine unreachable (DOCKER_HOST names no socket): infrastructure, retried."""
-    from codeeval.config import RunConfig
-    from codeeval.errors import RunFailed
+    from codeeval.pipeline.config import RunConfig
+    from codeeval.core.errors import RunFailed
     from codeeval.flows.evaluate import evaluate
 
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")

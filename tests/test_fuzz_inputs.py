@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from codeeval.benchmarks.data import encodable
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Problem, dataset_prompt
-from codeeval.config import RunConfig
-from codeeval.errors import UsageError
+from codeeval.pipeline.config import RunConfig
+from codeeval.core.errors import UsageError
 from codeeval.generation.replay import parse
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -59,7 +59,7 @@ def refused_or(fn):
 
 
 # ---------------------------------------------------------------------------------------------
-# saved generations (generation/replay.py): every accepted shape, and anything else
+# saved generations (codeeval/generation/replay.py): every accepted shape, and anything else
 
 ROW = st.fixed_dictionaries({"task_id": st.sampled_from(["T/0", "T/1", "11"]) | JSON},
                             optional={"completion": TEXT | JSON, "solution": TEXT | JSON, "namespace": JSON})
@@ -224,7 +224,7 @@ def data_copy(root: Path, files: list[str], into: Path) -> Path:
 @pytest.mark.parametrize("task", sorted(FAMILIES))
 def test_each_family_loads_its_real_data(task):
     """The fuzz below starts from these files: each loads as is and passes the usability check."""
-    from codeeval.plan import load_problems
+    from codeeval.pipeline.plan import load_problems
 
     root, _ = FAMILIES[task]
     assert_usable(task, load_problems(get_task(task), LoadOptions(root)))
@@ -232,7 +232,7 @@ def test_each_family_loads_its_real_data(task):
 
 @pytest.mark.parametrize("task", sorted(FAMILIES))
 def test_any_change_to_a_family_s_data_is_loaded_usable_or_refused(task, tmp_path):
-    from codeeval.plan import load_problems
+    from codeeval.pipeline.plan import load_problems
 
     root, files = FAMILIES[task]
     data_dir = data_copy(root, files, tmp_path / "data")
@@ -288,7 +288,7 @@ FOUND_DATA = [  # (task, file, the change, message): what the fuzzer found, each
 
 @pytest.mark.parametrize("task,name,change,message", FOUND_DATA)
 def test_data_the_fuzzer_found(tmp_path, task, name, change, message):
-    from codeeval.plan import load_problems
+    from codeeval.pipeline.plan import load_problems
 
     root, files = FAMILIES[task]
     data_dir = data_copy(root, files, tmp_path / "data")
@@ -298,7 +298,7 @@ def test_data_the_fuzzer_found(tmp_path, task, name, change, message):
 
 
 # ---------------------------------------------------------------------------------------------
-# models files (codeeval/nightly.py load_models) and task lists (--tasks)
+# models files (codeeval/pipeline/nightly.py load_models) and task lists (--tasks)
 
 KEYS = st.sampled_from(["model", "tasks", "limit", "backend", "generation", "n_samples", "k", "data_dir",
                         "allow_code_execution", "backend_options", "output_dir", "limit_start", "memory_mb"])
@@ -321,8 +321,8 @@ def models_text(value) -> bytes:
 @FUZZ
 @given(content=MODELS.map(models_text) | st.binary(max_size=120) | TEXT.map(lambda t: t.encode("utf-8", "replace")))
 def test_any_models_file_gives_checked_configs_or_one_line(tmp_path, content):
-    from codeeval.nightly import load_models
-    from codeeval.plan import check
+    from codeeval.pipeline.nightly import load_models
+    from codeeval.pipeline.plan import check
 
     path = tmp_path / "models.yaml"
     path.write_bytes(content)
@@ -348,7 +348,7 @@ FOUND_MODELS = [  # what the fuzzer found: each a TypeError traceback (or a cras
 
 @pytest.mark.parametrize("text,message", FOUND_MODELS)
 def test_models_files_the_fuzzer_found(tmp_path, text, message):
-    from codeeval.nightly import load_models
+    from codeeval.pipeline.nightly import load_models
 
     path = tmp_path / "models.yaml"
     path.write_text(text)
@@ -367,7 +367,7 @@ def test_models_files_the_fuzzer_found(tmp_path, text, message):
 def test_any_task_list_is_known_tasks_or_one_line(tasks):
     from codeeval.benchmarks.registry import TASKS
     from codeeval.cli import build_parser, config_from_args
-    from codeeval.plan import check
+    from codeeval.pipeline.plan import check
 
     args = build_parser().parse_args(["run", "--model", "reference", "--tasks", tasks, "--allow_code_execution"])
     config = config_from_args(args)

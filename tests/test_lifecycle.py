@@ -167,7 +167,7 @@ def test_a_stopped_run_leaves_nothing_behind_and_resumes(workload, data_dir, sig
 
 
 def test_half_written_files_of_dead_writers_are_swept(tmp_path):
-    from codeeval import artifacts
+    from codeeval.core import artifacts
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
@@ -185,7 +185,7 @@ def test_a_finished_shard_is_recognised_by_its_key(tmp_path):
     """A kill between a shard's rename and Prefect's cache record must not make the next run
     redo the shard: the file itself says which inputs it was written for."""
     import pyarrow as pa
-    from codeeval import artifacts
+    from codeeval.core import artifacts
 
     schema = pa.schema([("task_id", pa.string())])
     path = artifacts.write_table(tmp_path / "shard-00000.parquet", [{"task_id": "a"}], schema, key="k1")

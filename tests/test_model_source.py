@@ -6,8 +6,8 @@ import os
 import pytest
 
 from codeeval.cli import main
-from codeeval.errors import UsageError
-from codeeval.fingerprint import model_fingerprint
+from codeeval.core.errors import UsageError
+from codeeval.core.fingerprint import model_fingerprint
 from codeeval.generation.model_source import ModelSource, resolve
 
 

@@ -18,7 +18,7 @@ from codeeval.benchmarks import multiple
 from codeeval.benchmarks.data import read_jsonl
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
-from codeeval.errors import UsageError
+from codeeval.core.errors import UsageError
 from codeeval.executors import images
 from codeeval.executors.docker_sandbox import DockerSandbox, SandboxUnavailable
 from codeeval.executors.multiple.languages import LANGUAGES
@@ -28,8 +28,8 @@ RUNNABLE = sorted(LANGUAGES)
 
 def ensure_multiple_images() -> None:
     ensure_images()
-    done = subprocess.run(["bash", "containers/multiple/build.sh"], cwd=REPO, capture_output=True, text=True)
-    assert done.returncode == 0, f"containers/multiple/build.sh failed:\n{done.stdout}\n{done.stderr}"
+    done = subprocess.run(["bash", "codeeval/containers/multiple/build.sh"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, f"codeeval/containers/multiple/build.sh failed:\n{done.stdout}\n{done.stderr}"
 
 
 @pytest.fixture(scope="module")

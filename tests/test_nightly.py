@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from codeeval.errors import RunFailed, UsageError
+from codeeval.core.errors import RunFailed, UsageError
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -149,7 +149,7 @@ def test_a_failed_model_is_on_the_leaderboard_with_its_whole_root_cause(nights):
 
 
 def test_a_malformed_models_file_is_one_line(tmp_path):
-    from codeeval.nightly import load_models
+    from codeeval.pipeline.nightly import load_models
 
     path = tmp_path / "models.yaml"
     path.write_text("models:\n  - model: reference\n    tasks: [humaneval]\n    temperature: 0.1\n")

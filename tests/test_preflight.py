@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from codeeval import hub
-from codeeval.errors import UsageError
+from codeeval.core import hub
+from codeeval.core.errors import UsageError
 from codeeval.generation.model_source import resolve
 
 

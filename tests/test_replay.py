@@ -10,7 +10,7 @@ import pytest
 from docker_env import ensure_images
 
 from codeeval.benchmarks.spec import Problem
-from codeeval.errors import UsageError
+from codeeval.core.errors import UsageError
 from codeeval.generation.replay import parse, path_for
 
 PROBLEMS = [Problem("T/0", 0, "def f():", {}), Problem("T/1", 1, "def g():", {})]

@@ -287,7 +287,7 @@ def test_bad_repo_level_input_is_one_line_and_exit_2(data_dir, tmp_path, args, m
 
 
 def test_malformed_record_is_named(tmp_path):
-    from codeeval.errors import UsageError
+    from codeeval.core.errors import UsageError
 
     write_data(tmp_path, "deveval", [{"namespace": "a.b"}])
     with pytest.raises(UsageError, match="record 1: missing completion_path"):

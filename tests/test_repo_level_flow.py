@@ -18,7 +18,7 @@ RELEASED = "deveval/released/without_context/{}_greedy/completion.jsonl.gz"
 # pass@1 of the released greedy files on the 21 tasks of twtxt, python-hl7 and sqlitedict
 # (measured here; the authors publish only full-benchmark numbers: 17.00 and 12.71 over 1825).
 # DeepSeek's `SqliteDict.commit` is `pass`: it fails here; run in place after a correct sample
-# (whose tests leave their database behind) it would pass: executors/repo/tree.py sweeps that.
+# (whose tests leave their database behind) it would pass: codeeval/executors/repo/tree.py sweeps that.
 EXPECTED = {"reference": 21, "gpt-4-1106-preview": 2, "deepseek-7b": 3}
 # Recall@1 by the static analysis over the 20 of those tasks with reference dependencies (the
 # oracle misses what pyan infers through `self.conn = SqliteMultithread(...)` and a re-export)

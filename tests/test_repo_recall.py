@@ -18,7 +18,7 @@ from codeeval.cli import main
 from codeeval.benchmarks.repo_level import make
 from codeeval.benchmarks.repo_pickle import load_analyzer
 from codeeval.benchmarks.spec import LoadOptions, Sample
-from codeeval.errors import UsageError
+from codeeval.core.errors import UsageError
 from docker_env import ensure_images
 
 CORE = '''def scale(v, k):

@@ -13,7 +13,7 @@ import pytest
 
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
-from codeeval.generate import generate_rows
+from codeeval.pipeline.generate import generate_rows
 from codeeval.generation import BackendSpec, GenerationArgs
 from codeeval.generation.transformers_backend import TransformersBackend
 

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from codeeval import artifacts, storage
-from codeeval.config import RunConfig
+from codeeval.core import artifacts, storage
+from codeeval.pipeline.config import RunConfig
 
 
 def test_two_hosts_share_artifacts_through_the_store(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ import pytest
 
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Sample
-from codeeval.errors import UsageError
+from codeeval.core.errors import UsageError
 
 PAD = "                   "  # the 19 spaces of indentation bigcode's f-string carries
 

@@ -16,7 +16,7 @@ from docker_env import ensure_images
 
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
-from codeeval.execute import execute_rows, verdict_of
+from codeeval.pipeline.execute import execute_rows, verdict_of
 from codeeval.executors.docker_sandbox import DockerSandbox
 
 RUNS = 3

@@ -9,7 +9,7 @@ import pytest
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, backend_class
-from codeeval.fingerprint import model_fingerprint
+from codeeval.core.fingerprint import model_fingerprint
 from codeeval.generation.transformers_backend import TransformersBackend
 
 STOPS = ("\ndef", "\nclass", "\nif", "\nprint", "\n#")

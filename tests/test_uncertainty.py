@@ -1,5 +1,5 @@
-"""The standard errors and 95% intervals of codeeval/uncertainty.py against simulation: synthetic
-problems with known pass rates scored through the score stage (codeeval/score.py, the real task
+"""The standard errors and 95% intervals of codeeval/pipeline/uncertainty.py against simulation: synthetic
+problems with known pass rates scored through the score stage (codeeval/pipeline/score.py, the real task
 specs), and corpus BLEU on CoNaLa's real problems. docs/statistics.md states the tolerances."""
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from codeeval import uncertainty
+from codeeval.pipeline import uncertainty
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Problem, Sample, Verdict
-from codeeval.score import score_samples
+from codeeval.pipeline.score import score_samples
 
 REPLICATIONS = 200
 COVERAGE = (0.90, 0.99)  # around the nominal 0.95: 200 replications put 0.95 +- 0.015 (one sd)

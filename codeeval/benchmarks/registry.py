@@ -1,0 +1,37 @@
+"""Task names -> TaskSpec factories. Exact names first, then patterns like `multiple-{lang}`.
+
+A family is one module with `TASK_NAMES` and `make(name) -> TaskSpec`, listed once in FAMILIES.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from codeeval.benchmarks import (apps, code_to_text, codesembench, ds1000, evalplus, humaneval, mbpp, multiple,
+                                 pal, repo_level, ruhumaneval, text_to_code)
+from codeeval.benchmarks.spec import TaskSpec
+from codeeval.core.errors import UsageError
+
+Factory = Callable[[str], TaskSpec]
+
+FAMILIES = (humaneval, mbpp, evalplus, pal, text_to_code, code_to_text, ruhumaneval, codesembench, apps, ds1000,
+            multiple, repo_level)
+
+TASKS: dict[str, Factory] = {name: family.make for family in FAMILIES for name in family.TASK_NAMES}
+
+# (pattern, factory, an example name for `codeeval tasks`)
+PATTERNS: list[tuple[re.Pattern, Factory, str]] = []
+
+
+def get_task(name: str) -> TaskSpec:
+    """A fresh TaskSpec for `name`; raises UsageError naming the known tasks."""
+    if name in TASKS:
+        return TASKS[name](name)
+    for pattern, factory, _ in PATTERNS:
+        if pattern.fullmatch(name):
+            return factory(name)
+    raise UsageError(f"unknown task {name!r}; known tasks: {', '.join(task_names())}")
+
+
+def task_names() -> list[str]:
+    return sorted(TASKS) + [example for _, _, example in PATTERNS]

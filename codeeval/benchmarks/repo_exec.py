@@ -1,0 +1,141 @@
+"""How a repo-level sample is executed and scored: a patch job under the repository's lock.
+
+`shard_key` is the project, so an execution shard holds one repository's problems and takes
+that repository's lock once (codeeval/executors/repo/lock.py); `build` makes a `RepoJob` (file, body
+span, new body, test ids); `run` hands the shard's jobs to codeeval/executors/repo (patch, test,
+restore, journal) instead of the program sandbox, using the sandbox's kind (docker: the tests
+run in the execution image with the repository mounted; local: host processes).
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from codeeval.benchmarks.spec import Execution, Metric, Problem, Sample, Verdict
+from codeeval.core.cache import cache_file, read_cached, write_cached
+from codeeval.executors.base import Outcome, Progress
+from codeeval.executors.repo.jobs import ENV_ERROR, MODES, RepoJob, RepoRun
+from codeeval.executors.repo.envs import RECIPE_VERSION, TEST_REQUIREMENTS, requirements
+from codeeval.executors.repo.patch import sha256
+from codeeval.executors.repo.testrun import TestRunner
+from codeeval.core.fingerprint import digest
+from codeeval.benchmarks.metrics import by_problem, pass_at_k
+
+
+def ground_truth(problem: Problem) -> str:
+    """The ground-truth body (the `reference` backend's oracle): the file's own body lines."""
+    r = problem.record
+    path = Path(r["codeeval"]["source_root"]) / r["completion_path"]
+    start, end = r["body_position"]
+    return "".join(path.read_text(encoding="utf-8").splitlines(keepends=True)[start - 1:end])
+
+
+def _in_prefect_run() -> bool:
+    from prefect.context import FlowRunContext, TaskRunContext
+
+    return FlowRunContext.get() is not None or TaskRunContext.get() is not None
+
+
+def runner_for(sandbox) -> TestRunner:
+    if getattr(sandbox, "name", "docker") == "local":
+        return TestRunner("local")
+    from codeeval.executors.images import python_image
+
+    return TestRunner("docker", image=python_image())
+
+
+@dataclass(frozen=True)
+class RepoExecution(Execution):
+    mode: str = "deveval"  # "deveval": one pytest call for all tests, 60 s; "evocodebench": per test, 20 s
+    runtime: str = "repo"
+    concurrent_shards: bool = True  # repositories in parallel; one repository's shards meet at its lock
+
+    def shard_key(self, problem: Problem) -> str:
+        return problem.record["codeeval"]["source_root"] + "::" + problem.record["codeeval"]["project"]
+
+    def build(self, problem: Problem, completion: str, prepared: Any = None) -> RepoJob:
+        r = problem.record
+        return RepoJob(key="", code=completion, timeout_s=MODES[self.mode][1], guard=False,
+                       source_root=r["codeeval"]["source_root"], project_path=r["codeeval"]["project"],
+                       file=r["completion_path"], body_position=tuple(r["body_position"]), indent=r["indent"],
+                       tests=tuple(r["tests"]), mode=self.mode)
+
+    def prepare(self, problems: Sequence[Problem], sandbox) -> Mapping[str, Any]:
+        """With --exclude-failing-oracles: each problem's ground truth runs first (cached by the
+        record, the file's pristine bytes and the environment) -> {task_id: oracle passed}."""
+        wanted = [p for p in problems if p.record["codeeval"].get("exclude_failing_oracles")]
+        if not wanted:
+            return {}
+        keys = {p.task_id: cache_file("repo-oracle", digest(
+            self.mode, {k: v for k, v in p.record.items() if k != "codeeval"}, TEST_REQUIREMENTS, RECIPE_VERSION,
+            sha256((Path(p.record["codeeval"]["source_root"]) / p.record["completion_path"]).read_bytes()),
+            requirements(Path(p.record["codeeval"]["source_root"]) / p.record["codeeval"]["project"]),
+            getattr(sandbox, "name", "docker"))) for p in wanted}
+        found = {t: read_cached(k) for t, k in keys.items()}
+        todo = [p for p in wanted if found[p.task_id] is None]
+        if todo:
+            jobs = [replace(self.build(p, ground_truth(p)), key=p.task_id) for p in todo]
+            for outcome in self.run(jobs, sandbox):
+                if outcome.status != ENV_ERROR:
+                    found[outcome.key] = write_cached(keys[outcome.key], json.dumps(outcome.passed).encode())
+        return {t: json.loads(v) for t, v in found.items() if v is not None}
+
+    def run(self, programs: Sequence[RepoJob], sandbox, progress: Progress = None) -> list[Outcome]:
+        in_prefect = _in_prefect_run()
+        run = RepoRun(runner_for(sandbox), prefect_lock=in_prefect)
+        outcomes = run.run(programs, progress)
+        if (run.restored or run.env_errors) and in_prefect:  # shown in the Prefect UI beside the shard
+            from prefect import get_run_logger
+
+            if run.restored:
+                get_run_logger().warning("restored from the journal of a killed run: %s", ", ".join(run.restored))
+            for line in run.env_errors:  # one line naming the package and why; the tasks are env_error
+                get_run_logger().warning("%s (its tasks are env_error, not model failures)", line)
+        return outcomes
+
+    def judge(self, problem: Problem, outcome: Outcome, prepared: Any = None) -> Verdict:
+        subsets = {} if prepared is None else {"oracle": bool(prepared)}
+        return Verdict(outcome.status, outcome.passed, subsets=subsets, detail=outcome.detail)
+
+
+@dataclass(frozen=True)
+class RepoPassAtK(Metric):
+    """pass@k over the covered problems whose repository environment could be built; the counts
+    of covered, skipped (project absent) and env_error problems are reported beside it."""
+
+    name = "pass@k"
+    primary = "pass@1"
+    uses_k = True
+    default_ks: tuple[int, ...] = (1, 10)
+
+    def compute(self, problems: Sequence[Problem], samples: Sequence[Sample], ks: Sequence[int]) -> dict[str, Any]:
+        groups = by_problem(samples)
+        env_failed = sorted(t for t, g in groups.items() if g and all(s.verdict and s.verdict.status == ENV_ERROR
+                                                                      for s in g))
+        # --exclude-failing-oracles: the judge marked each sample with its ground truth's verdict
+        oracle_failed = sorted(t for t, g in groups.items()
+                               if any(s.verdict and s.verdict.subsets.get("oracle") is False for s in g))
+        left_out = set(env_failed) | set(oracle_failed)
+        counts = [(len(g), sum(s.passed for s in g)) for t, g in groups.items() if t not in left_out]
+        out: dict[str, Any] = {f"pass@{k}": float(np.mean([pass_at_k(n, c, k) for n, c in counts])) if counts else 0.0
+                               for k in ks}
+        meta = problems[0].record["codeeval"] if problems else {"skipped": 0, "total": 0}
+        out["covered"] = len(problems)
+        out["skipped"] = meta["skipped"]
+        out["scored"] = len(counts)
+        out["env_error"] = len(env_failed)
+        if any(s.verdict and "oracle" in s.verdict.subsets for s in samples):
+            out["excluded_failing_oracles"] = oracle_failed
+        by_repo = Counter(p.record["codeeval"]["project"] for p in problems)
+        failing = Counter()
+        for p in problems:
+            g = groups.get(p.task_id, [])
+            if g and not any(s.passed for s in g):
+                failing[p.record["codeeval"]["project"]] += 1
+        out["failing_by_repository"] = {repo: failing.get(repo, 0) for repo in sorted(by_repo)}
+        return out

@@ -1,0 +1,181 @@
+"""The run directory and its Parquet/JSON artifacts (DESIGN.md, 'Stages and artifacts').
+
+runs/<run_id>/run.json
+runs/<run_id>/<task>/problems.parquet
+runs/<run_id>/<task>/generations/shard-NNNNN.parquet
+runs/<run_id>/<task>/executions/shard-NNNNN.parquet
+runs/<run_id>/<task>/metrics.json
+runs/<run_id>/results.json
+Every write goes to a temporary file first and is renamed into place, so a crash never
+leaves a half-written artifact that a re-run would take for a finished one; the temporary
+file's name holds the writer's pid, and the next run removes those of dead writers. Files are
+created as open(2) does, 0666 less the umask (0644 under the usual 022), folders 0777 less it:
+a leaderboard served by any web server, a run on a shared path, are readable by others.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from codeeval.core import storage
+from codeeval.benchmarks.spec import Problem
+
+PROBLEMS_SCHEMA = pa.schema([
+    ("task_id", pa.string()), ("index", pa.int64()), ("prompt", pa.string()),
+    ("record", pa.string()), ("n_samples", pa.int64()),
+])
+GENERATIONS_SCHEMA = pa.schema([
+    ("task_id", pa.string()), ("sample", pa.int64()), ("raw", pa.string()), ("completion", pa.string()),
+    ("n_tokens", pa.int64()), ("finish_reason", pa.string()),
+])
+EXECUTIONS_SCHEMA = pa.schema([
+    ("task_id", pa.string()), ("sample", pa.int64()), ("status", pa.string()), ("passed", pa.bool_()),
+    ("exit_code", pa.int64()), ("duration_s", pa.float64()), ("cpu_s", pa.float64()), ("stdout_tail", pa.string()),
+    ("stderr_tail", pa.string()), ("detail", pa.string()),
+    # the judged detail (codeeval/benchmarks/spec.py Verdict): per-test codes, named sub-verdicts, a produced value
+    ("tests", pa.list_(pa.int8())), ("subsets", pa.map_(pa.string(), pa.bool_())), ("answer", pa.string()),
+    ("score", pa.float64()),
+])
+
+
+TMP_SUFFIX = ".partial"
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    root: Path
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def results(self) -> Path:
+        return self.root / "results.json"
+
+    def task_dir(self, task: str) -> Path:
+        return self.root / task
+
+    def problems(self, task: str) -> Path:
+        return self.task_dir(task) / "problems.parquet"
+
+    def generations(self, task: str, shard: int) -> Path:
+        return self.task_dir(task) / "generations" / f"shard-{shard:05d}.parquet"
+
+    def executions(self, task: str, shard: int) -> Path:
+        return self.task_dir(task) / "executions" / f"shard-{shard:05d}.parquet"
+
+    def metrics(self, task: str) -> Path:
+        return self.task_dir(task) / "metrics.json"
+
+
+def write_atomically(path: Path, write, publish: bool = True) -> Path:
+    """`write(tmp)` into a temporary file beside `path`, renamed into place; then put in the
+    fsspec store (when CODEEVAL_STORAGE is a URL) unless `publish` is False (a fetched copy)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _create_temporary(path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    if publish:
+        storage.publish(path)
+    return path
+
+
+def _create_temporary(path: Path) -> str:
+    """An empty new file beside `path`, mode 0666 less the umask (tempfile.mkstemp's are 0600 whatever
+    the umask; reading the umask with os.umask would change it for a moment for every thread)."""
+    while True:
+        tmp = str(path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return tmp
+        except FileExistsError:
+            continue
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_partial(root: Path) -> list[Path]:
+    """Remove temporary files that a killed run left under `root` (their writer is gone)."""
+    removed = []
+    for tmp in root.rglob(f".*{TMP_SUFFIX}") if root.is_dir() else ():
+        parts = tmp.name[:-len(TMP_SUFFIX)].split(".")  # "", name..., pid, random
+        if len(parts) >= 4 and parts[-2].isdigit() and not _pid_alive(int(parts[-2])):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
+KEY_FIELD = b"codeeval.key"
+
+
+def write_table(path: Path, rows: Iterable[Mapping[str, Any]], schema: pa.Schema, key: str | None = None) -> Path:
+    """`key` (a shard's cache key) goes in the file's metadata: see `written_with`."""
+    if key is not None:
+        schema = schema.with_metadata({**(schema.metadata or {}), KEY_FIELD: key.encode()})
+    table = pa.Table.from_pylist(list(rows), schema=schema)
+    return write_atomically(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def written_with(path: Path, key: str) -> bool:
+    """Whether `path` is a finished shard for `key`. A kill between the file's rename and
+    Prefect's cache record would otherwise make the next run redo a finished shard."""
+    try:
+        metadata = pq.read_schema(storage.fetch(path)).metadata or {}
+    except (OSError, pa.ArrowInvalid):
+        return False
+    return metadata.get(KEY_FIELD) == key.encode()
+
+
+def read_rows(path: Path) -> list[dict]:
+    return pq.read_table(storage.fetch(path)).to_pylist()
+
+
+def write_bytes(path: Path, data: bytes) -> Path:
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+
+    return write_atomically(path, write)
+
+
+def write_json(path: Path, data: Any) -> Path:
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False)
+            fh.write("\n")
+
+    return write_atomically(path, write)
+
+
+def problems_rows(problems: Iterable[Problem], counts: Mapping[str, int]) -> list[dict]:
+    return [
+        {"task_id": p.task_id, "index": p.index, "prompt": p.prompt,
+         "record": json.dumps(p.record, ensure_ascii=False), "n_samples": counts[p.task_id]}
+        for p in problems
+    ]
+
+
+def read_problems(path: Path) -> tuple[list[Problem], dict[str, int]]:
+    rows = read_rows(path)
+    problems = [Problem(r["task_id"], r["index"], r["prompt"], json.loads(r["record"])) for r in rows]
+    return problems, {r["task_id"]: r["n_samples"] for r in rows}

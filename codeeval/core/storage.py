@@ -1,0 +1,104 @@
+"""Stage artifacts through an fsspec URL: CODEEVAL_STORAGE=s3://bucket/prefix (or gs://, file://,
+any protocol whose fsspec package is installed) instead of a filesystem every host mounts alike.
+
+Each host keeps a local mirror of the store under $CODEEVAL_CACHE/storage/mirror-<digest of the
+URL>; run directories live there (runs/<run_id> becomes <mirror>/<run_id>). Every artifact is
+written locally first (atomically, as always) and then put in the store; a reader whose local
+copy is missing gets it from the store. A path that another host sent (a stage's parameters)
+names that host's mirror: `localize` rebases it onto this host's, at the mirror-<digest>
+component. Without a URL in CODEEVAL_STORAGE every function here does nothing.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+from codeeval.core.cache import cache_root
+from codeeval.core.fingerprint import digest
+
+
+def url() -> Optional[str]:
+    value = os.environ.get("CODEEVAL_STORAGE", "")
+    return value.rstrip("/") if "://" in value else None
+
+
+def _marker(store: str) -> str:
+    return f"mirror-{digest('codeeval-storage', store)[:12]}"
+
+
+def mirror_root(store: str) -> Path:
+    """Where this host keeps its copy of the store's run directories."""
+    return cache_root() / "storage" / _marker(store)
+
+
+def localize(path: str) -> str:
+    """`path` from another host's mirror, as the same file in this host's mirror."""
+    store = url()
+    if store is None or not isinstance(path, str):
+        return path
+    parts = Path(path).parts
+    marker = _marker(store)
+    if marker not in parts:
+        return path
+    return str(mirror_root(store).joinpath(*parts[parts.index(marker) + 1:]))
+
+
+def _remote(path: Path) -> Optional[tuple[object, str]]:
+    store = url()
+    if store is None:
+        return None
+    try:
+        rel = Path(os.path.abspath(path)).relative_to(mirror_root(store).absolute())
+    except ValueError:
+        return None  # not under the mirror (an explicit --output_dir): local only
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(store)
+    return fs, f"{root.rstrip('/')}/{rel.as_posix()}"
+
+
+def publish(path: Path) -> None:
+    """Put a finished local artifact in the store (a no-op without a store)."""
+    if (remote := _remote(path)) is not None:
+        fs, key = remote
+        fs.makedirs(key.rsplit("/", 1)[0], exist_ok=True)
+        fs.put_file(str(path), key)
+
+
+def fetch(path: Path) -> Path:
+    """`path`, copied from the store first when this host has no copy and the store has one."""
+    path = Path(path)
+    if path.exists() or (remote := _remote(path)) is None:
+        return path
+    fs, key = remote
+    if not fs.exists(key):
+        return path
+    from codeeval.core.artifacts import write_atomically  # (artifacts imports this module)
+
+    return write_atomically(path, lambda tmp: fs.get_file(key, tmp), publish=False)
+
+
+def run_dir(run_id: str) -> Path:
+    """Where the run `run_id` lives on this host when no --output_dir names it: under
+    CODEEVAL_STORAGE (a path every host sees alike, or this host's mirror of a URL), else runs/."""
+    if store := url():
+        return mirror_root(store) / run_id
+    return Path(os.environ.get("CODEEVAL_STORAGE") or "runs") / run_id
+
+
+def fetch_run(root: Path) -> Path:
+    """The run directory `root` with every file the store has of it (`codeeval inspect` on a host
+    that did not run it); a no-op without a store."""
+    if (remote := _remote(root)) is not None:
+        fs, key = remote
+        if fs.isdir(key):
+            for path in fs.find(key):
+                fetch(root / Path(path).relative_to(key))
+    return root
+
+
+def locate(run: str) -> Path:
+    """A run as the command line names it (`codeeval inspect`, `codeeval compare`): a directory,
+    or a run id under run_dir(), with every file the store has of it."""
+    return Path(run) if Path(run).is_dir() or os.sep in run else fetch_run(run_dir(run))

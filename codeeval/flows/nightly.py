@@ -1,0 +1,76 @@
+"""The `nightly-leaderboard` flow: evaluate every model of a models file (each an `evaluate`
+subflow: finished shards are reused), write leaderboard.parquet (model x task x metric, run id,
+date) and a static index.html, and publish a Prefect table artifact (`leaderboard`) and a
+markdown artifact of the changes since the previous night (`leaderboard-changes`).
+
+Every night's leaderboard is also kept as history/leaderboard-<UTC timestamp>.parquet, never
+overwritten (the page's trend charts read them). A model whose run fails keeps its previous rows
+(their date says how old they are), carries its root cause (every failed shard's) on the page,
+in the table and in the changes, and fails the flow run once the page is written, so the UI
+shows it red while the leaderboard stays complete.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+from codeeval.core import artifacts
+
+from codeeval.pipeline import leaderboard_charts, leaderboard_html, nightly
+from codeeval.core.errors import RunFailed
+from codeeval.flows.evaluate import evaluate
+from codeeval.pipeline.plan import check
+
+
+def _run_name() -> str:
+    """Unique per run: the models file, the UTC time and the flow run's short id."""
+    from prefect.runtime import flow_run
+
+    stem = Path(str(flow_run.parameters.get("models_file"))).stem
+    return f"nightly-{stem}-{nightly.stamp()}-{str(flow_run.id or '')[:8]}".rstrip("-")
+
+
+@flow(name="nightly-leaderboard", flow_run_name=_run_name)
+def nightly_leaderboard(models_file: str, output_dir: str = "leaderboard", runs_dir: str = "runs") -> dict:
+    log = get_run_logger()
+    configs = nightly.load_models(Path(models_file), Path(runs_dir))
+    for config in configs:
+        check(config)  # every model's input errors before the first model runs for hours
+    date, night = nightly.today(), nightly.stamp()
+    out = Path(output_dir)
+    board = out / "leaderboard.parquet"
+    previous = nightly.read_leaderboard(board)
+    rows: list[dict] = []
+    reused: dict[str, dict] = {}
+    failed: dict[str, str] = {}
+    for config in configs:
+        try:
+            results = evaluate(config)
+        except Exception as exc:  # noqa: BLE001 - one model's failure must not cost the others
+            failed[config.model] = nightly.failure_cause(exc)
+            log.error("%s failed: %s", config.model, failed[config.model])
+            rows += nightly.failed_rows(previous, config.model, config.tasks, failed[config.model], date)
+            continue
+        rows += nightly.rows_of(results, date)
+        reused[config.model] = {task: detail["reused"] for task, detail in results["codeeval"]["tasks"].items()}
+
+    delta = nightly.changes(previous, rows)
+    previous_date = max((r["date"] for r in previous), default=None)
+    nightly.write_leaderboard(board, rows)
+    nightly.write_leaderboard(nightly.history_path(out, night), rows)
+    changes_md = nightly.changes_markdown(delta, previous_date, date, failed)
+    page = artifacts.write_bytes(out / "index.html", leaderboard_html.render(
+        rows, f"{leaderboard_charts.short_night(night)} UTC", delta, previous_date, failed, nightly.read_history(out)).encode())
+    create_table_artifact([{k: r[k] for k in ("model", "task", "metric", "value", "problems", "run_id", "date",
+                                              "error")}
+                           for r in rows if r["primary"]], key="leaderboard",
+                          description=f"codeeval leaderboard {date} (primary metric per task)")
+    create_markdown_artifact(changes_md, key="leaderboard-changes", description=f"changes on {date}")
+    log.info("leaderboard: %d rows, %d changes; %s", len(rows), len(delta), page)
+    if failed:
+        raise RunFailed(f"{len(failed)} of {len(configs)} models failed: "
+                        + "".join(f"\n{m}: {why}" for m, why in failed.items()))  # every cause, whole
+    return {"date": date, "rows": len(rows), "changes": delta, "reused": reused,
+            "parquet": str(board), "html": str(page)}

@@ -1,0 +1,125 @@
+"""Shards on work pools: the `generate-shard` (gpu pool) and `execute-shard` (cpu pool)
+deployments, and the task that the `evaluate` flow runs for each shard when it uses them.
+
+Why per-stage deployments (run_deployment) and not Prefect task workers: a work pool is the
+thing a team already points at its hosts (`prefect worker start --pool gpu`), with per-pool
+concurrency, pause and job variables in the UI; task workers have no pools, no UI of their own,
+and would route by task name only. Each shard is a flow run on its pool, linked under the
+evaluate run, named like the task run it replaces (`generate-humaneval-shard-003`), and inside
+it the same `generate`/`execute` task runs with its cache, retries and failure artifact.
+
+Shard files go to the run directory: a shared filesystem mounted alike everywhere (`--output_dir`,
+or CODEEVAL_STORAGE for runs/<run_id>), or an fsspec store (CODEEVAL_STORAGE=s3://...) that each
+host mirrors, paths from another host rebased onto its own mirror (codeeval/core/storage.py).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow, get_run_logger, task
+from prefect.states import Completed
+
+from codeeval.core import artifacts, storage
+from codeeval.executors import SandboxSpec
+from codeeval.executors.pool import POOL
+from codeeval.core.fingerprint import digest, file_digest
+from codeeval.generation import BackendSpec, devices
+from codeeval.tasks.shards import KEPT, _skipped, execute_shard, generate_shard
+
+GENERATE = "generate-shard/generate-shard"
+EXECUTE = "execute-shard/execute-shard"
+
+
+class StageFailed(Exception):
+    """A shard's flow run on its work pool did not complete (its own run page says why; the
+    evaluate run links to it by `flow_run_id`)."""
+
+    def __init__(self, message: str, flow_run_id: str = ""):
+        super().__init__(message, flow_run_id)
+        self.flow_run_id = flow_run_id
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def use_deployments(mode: str) -> bool:
+    """"deployments": always; "local": never; "auto": when this evaluate run itself came from a
+    deployment (a worker started it) and both stage deployments exist on its server."""
+    if mode in ("local", "deployments"):
+        return mode == "deployments"
+    from prefect.client.orchestration import get_client
+    from prefect.context import FlowRunContext
+    from prefect.runtime import deployment
+
+    context = FlowRunContext.get()
+    run = context.flow_run if context else None
+    if run is None or (run.deployment_id is None and run.parent_task_run_id is None):
+        return False  # a top-level run outside a deployment (`codeeval run`): no API call needed
+    if deployment.id is None:  # a subflow of a run outside any deployment (`codeeval nightly`)
+        return False  # (a deployment's subflows, the nightly's evaluate runs, inherit its deployment id)
+    with get_client(sync_client=True) as client:
+        try:
+            for name in (GENERATE, EXECUTE):
+                client.read_deployment_by_name(name)
+        except Exception:  # noqa: BLE001 - ObjectNotFound: no stage deployments, stay in-process
+            return False
+    return True
+
+
+@task(name="shard")
+def remote_shard(deployment: str, run_name: str, parameters: dict, key: str, after=None) -> str:
+    """Runs one shard as a flow run of `deployment` and waits for it. An execution shard gets
+    its generation shard's result as `after` (its file's path, or the upstream error). A shard
+    whose file is already there (same key) is kept without starting anything; one whose input
+    a failed shard never wrote is Skipped, like the in-process shards."""
+    if deployment == EXECUTE:
+        if skipped := _skipped([after]):
+            return skipped
+        parameters = {**parameters, "generations_path": after}
+        key = digest(key, file_digest(storage.fetch(Path(after))))  # as execute_shard's own key
+    out_path = parameters["out_path"]
+    if artifacts.written_with(Path(out_path), key):
+        return Completed(data=out_path, message=KEPT)
+    from prefect.deployments import run_deployment
+
+    run = run_deployment(deployment, parameters=parameters, flow_run_name=run_name, poll_interval=2)
+    get_run_logger().info("%s ran on work pool %s: %s", run_name, run.work_pool_name, run.state.name)
+    if not run.state.is_completed():
+        raise StageFailed(f"{run_name} on pool {run.work_pool_name}: {run.state.message or run.state.name}",
+                          str(run.id))
+    return out_path
+
+
+def _run_name() -> str:
+    from prefect.runtime import flow_run
+
+    return str(flow_run.parameters.get("run_name"))
+
+
+@flow(name="generate-shard", flow_run_name=_run_name)
+def generate_stage(run_name: str, name: str, problems_path: str, start: int, stop: int, backend: BackendSpec,
+                   out_path: str, cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0,
+                   run_id: str = "") -> str:
+    """One generation shard on this (gpu pool) host, on its first visible device."""
+    backend = devices.plan(backend, max_shards=1)[0]
+    problems_path, out_path = storage.localize(problems_path), storage.localize(out_path)
+    return generate_shard.with_options(
+        task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
+        refresh_cache=not storage.fetch(Path(out_path)).exists(),
+    )(name, problems_path, start, stop, backend, out_path, cache_key, run_id)
+
+
+@flow(name="execute-shard", flow_run_name=_run_name)
+def execute_stage(run_name: str, name: str, problems_path: str, generations_path: str, sandbox: SandboxSpec,
+                  out_path: str, cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0,
+                  run_id: str = "") -> str:
+    """One execution shard in this (cpu pool) host's sandbox (its Docker engine: DOCKER_HOST)."""
+    problems_path, out_path = storage.localize(problems_path), storage.localize(out_path)
+    generations_path = storage.localize(generations_path)
+    try:
+        return execute_shard.with_options(
+            task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
+            refresh_cache=not storage.fetch(Path(out_path)).exists(),
+        )(name, problems_path, generations_path, sandbox, out_path, cache_key, run_id)
+    finally:
+        POOL.close()

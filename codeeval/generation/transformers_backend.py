@@ -1,0 +1,295 @@
+"""The transformers backend: batched decoding across prompts and samples.
+
+How it differs from bigcode-evaluation-harness (which batches `batch_size` copies of one
+prompt and pads every prompt to the dataset's longest):
+
+* Rows from different prompts and samples share a batch. Requests are sorted by prompt
+  length (longest first, so an out-of-memory shows up at once) and left-padded with an
+  attention mask and explicit position ids, so padding never changes a row's result.
+* Each row stops on its own: when its decoded continuation holds one of its stop
+  strings (bigcode's test, but per row rather than "every row of the batch"), when it
+  emits an eos token, or when its budget is spent. Finished rows leave the batch (their
+  KV cache rows are dropped), so the batch shrinks instead of idling.
+* The budget is per row: ``--max_new_tokens`` when given, else bigcode's
+  ``--max_length_generation`` minus the row's own prompt length (never more than the
+  model's context). A prompt that leaves no room is reported as ``prompt_too_long``
+  (bigcode silently returns the prompt, which scores zero).
+* Sampling is inverse-CDF with one counter-based uniform per (seed, task_id, sample, step)
+  (codeeval/generation/seeds.py), so samples do not depend on batch size, device count or shard. Greedy requests with the
+  same prompt are decoded once and copied.
+
+GenOutput.raw is the decoded continuation only (special tokens kept, as bigcode keeps the
+eos text for its stop-word cut); n_tokens counts generated tokens; finish_reason is one
+of stop, eos, length, prompt_too_long. A free chat answer (``--chat_style free``) is a
+row that ends once its first code block closes; the program comes from that block.
+``--model`` may be a GGUF file or a directory holding one (codeeval/generation/model_source.py).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Optional, Sequence
+
+import torch
+
+from codeeval.benchmarks.spec import Problem, TaskSpec
+from codeeval.generation import chat, model_source
+from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress, token_budget
+from codeeval.generation.requests import Job, Renderer, plan_jobs
+from codeeval.generation.seeds import sample_seed, uniform
+from codeeval.core.fingerprint import model_fingerprint
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+          "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def default_device(spec_device: Optional[str]) -> torch.device:
+    if spec_device:
+        return torch.device(spec_device)
+    rank = os.environ.get("LOCAL_RANK")  # under `accelerate launch` / torchrun
+    if torch.cuda.is_available():
+        return torch.device(f"cuda:{int(rank)}" if rank is not None else "cuda")
+    return torch.device("cpu")
+
+
+class TransformersBackend(Backend):
+    name = "transformers"
+
+    def __init__(self, spec, model=None, tokenizer=None):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.spec = spec
+        self.args = args = spec.args
+        self.options = dict(spec.options)
+        if args.precision not in DTYPES:
+            raise ValueError(f"--precision must be fp32, fp16 or bf16, not {args.precision!r}")
+        dtype = DTYPES[args.precision]
+        source = model_source.resolve(spec.model)  # a hub id, a directory, or a GGUF file
+        load = dict(revision=args.revision, trust_remote_code=args.trust_remote_code, **source.load_kwargs())
+        self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(source.name_or_path, **load)
+        if model is None:
+            kwargs = dict(load, dtype=dtype)
+            if args.device_map:
+                kwargs["device_map"] = args.device_map
+            model = AutoModelForCausalLM.from_pretrained(source.name_or_path, **kwargs)
+        if args.device_map:
+            self.device = next(model.parameters()).device
+        else:
+            self.device = default_device(spec.device)
+            model.to(self.device)
+        model.eval()
+        self.model = model
+        tok = self.tokenizer
+        if not tok.eos_token and tok.bos_token:  # bigcode: bos used as eos
+            tok.eos_token = tok.bos_token
+        self.eos_ids = self._eos_ids()
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (
+            self.eos_ids[0] if self.eos_ids else 0)
+        cfg = model.config
+        self.context = self.options.get("max_context") or getattr(cfg, "max_position_embeddings", None) \
+            or getattr(cfg, "n_positions", None) or getattr(cfg, "n_ctx", None)
+        self.context = int(self.context) if self.context else None
+        self._fingerprint = model_fingerprint(spec.model, args.revision)
+        self.renderer = Renderer(args, spec.model, self.tokenizer)
+
+    # -- interface -------------------------------------------------------------------
+    def fingerprint(self) -> str:
+        return f"transformers:{self._fingerprint}:{self.args.precision}"
+
+    def eos_text(self) -> Optional[str]:
+        return self.tokenizer.eos_token or None
+
+    def _eos_ids(self) -> list[int]:
+        ids = []
+        gc = getattr(self.model, "generation_config", None)
+        for source in (getattr(gc, "eos_token_id", None), self.tokenizer.eos_token_id):
+            for i in (source if isinstance(source, (list, tuple)) else [source]):
+                if i is not None and i not in ids:
+                    ids.append(int(i))
+        return ids
+
+    # -- prompts ---------------------------------------------------------------------
+    def _encode(self, text: str, add_special_tokens: bool) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=add_special_tokens, truncation=False)["input_ids"]
+
+    def _budget(self, n_prompt: int) -> int:
+        return token_budget(self.args, n_prompt, self.context)
+
+    def _rows_per_batch(self, max_len: int) -> int:
+        if self.args.max_batch_rows:
+            return max(1, self.args.max_batch_rows)
+        rows = int(self.options.get("batch_rows", 0) or 0)
+        if rows:
+            return rows
+        if self.device.type == "cuda":
+            # KV cache bytes per token; use about half of the free memory for the cache
+            cfg = self.model.config
+            layers = getattr(cfg, "num_hidden_layers", None) or getattr(cfg, "n_layer", 24)
+            hidden = getattr(cfg, "hidden_size", None) or getattr(cfg, "n_embd", 2048)
+            heads = getattr(cfg, "num_attention_heads", None) or getattr(cfg, "n_head", 16)
+            kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
+            per_tok = 2 * layers * kv_heads * (hidden // heads) * self.model.dtype.itemsize
+            free, _ = torch.cuda.mem_get_info(self.device)
+            rows = int(0.5 * free / max(1, per_tok * max_len))
+            return max(1, min(256, rows))
+        # CPU: past ~16k cached tokens per batch the step time grows faster than the rows
+        return max(self.args.batch_size, min(32, max(1, 16384 // max(1, max_len))))
+
+    # -- generation ------------------------------------------------------------------
+    @torch.inference_mode()
+    def generate(self, task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest],
+                 progress: Progress = None) -> list[GenOutput]:
+        rows, outputs = plan_jobs(task, problems, requests, self.renderer, self._encode, self._budget,
+                                  dedupe=not self.args.do_sample)
+        done_early = sum(o is not None for o in outputs)
+        if done_early and progress:
+            progress(done_early)
+
+        ordered = [rows[r] for r in sorted(range(len(rows)), key=lambda r: (-len(rows[r].ids), r))]
+        eos = self.eos_text()
+        start = 0
+        while start < len(ordered):
+            size = self._batch_size(ordered, start)
+            left = len(ordered) - start
+            size = -(-left // -(-left // size))  # balanced: 40 rows at 32 a batch -> 20 + 20
+            batch = ordered[start:start + size]
+            start += size
+            for row, (text, n_tok, reason) in zip(batch, self._decode_batch(batch)):
+                out = row.output(text, n_tok, reason, eos)
+                for i in row.requests:
+                    outputs[i] = out
+            if progress:
+                progress(sum(len(r.requests) for r in batch))
+        return outputs  # type: ignore[return-value]
+
+    def _batch_size(self, ordered: list[Job], start: int) -> int:
+        """Rows for the batch starting at ``ordered[start]`` (rows sorted longest prompt first).
+        The KV cache is sized for the longest prompt plus the largest budget among the batch's
+        rows (under --max_length_generation shorter prompts get larger budgets): the batch
+        shrinks until the rows it holds fit."""
+        longest = len(ordered[start].ids)
+        size = min(len(ordered) - start, self._rows_per_batch(longest + max(ordered[start].budget, 1)))
+        while True:
+            need = longest + max(1, max(r.budget for r in ordered[start:start + size]))
+            fit = self._rows_per_batch(need)
+            if fit >= size:
+                return size
+            size = fit
+
+    def _decode_batch(self, batch: list[Job]) -> list[tuple[str, int, str]]:
+        """Left-padded batched decoding with per-row stopping; results in batch order."""
+        a = self.args
+        dev = self.device
+        n = len(batch)
+        width = max(len(r.ids) for r in batch)
+        input_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((n, width), dtype=torch.long)
+        for j, r in enumerate(batch):
+            input_ids[j, width - len(r.ids):] = torch.tensor(r.ids, dtype=torch.long)
+            mask[j, width - len(r.ids):] = 1
+        input_ids, mask = input_ids.to(dev), mask.to(dev)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        row_seeds = [sample_seed(a.seed, *r.seed_key) for r in batch] if a.do_sample else None
+
+        tokens: list[list[int]] = [[] for _ in batch]
+        result: list[Optional[tuple[str, int, str]]] = [None] * n
+        active = list(range(n))  # batch index of each live row, in cache order
+        eos = torch.tensor(self.eos_ids or [-1], device=dev)
+        # a stop string of L characters spans at most 4L byte-level tokens: decoding that
+        # window of the newest tokens finds every stop that the newest token completes
+        window = {j: 4 * max((len(s) for s in r.watch), default=0) + 2 for j, r in enumerate(batch)}
+
+        out = self._forward(input_ids, mask, positions, None, prefill=True)
+        cache = out.past_key_values
+        next_pos = positions[:, -1:] + 1
+        logits = out.logits[:, -1, :]
+        step = 0
+        while True:
+            step += 1
+            nxt = self._choose(logits, [uniform(row_seeds[j], step - 1) for j in active] if row_seeds else None)
+            is_eos = torch.isin(nxt, eos).tolist()
+            nxt_list = nxt.tolist()
+            for k, j in enumerate(active):
+                tokens[j].append(nxt_list[k])
+            check = [k for k, j in enumerate(active) if batch[j].watch and not is_eos[k]]
+            tails = self.tokenizer.batch_decode([tokens[active[k]][-window[active[k]]:] for k in check],
+                                                skip_special_tokens=False) if check else []
+            has_stop = {k for k, tail in zip(check, tails) if self._ends(batch[active[k]], tail, tokens[active[k]])}
+            keep = []
+            for k, j in enumerate(active):
+                row = batch[j]
+                reason = None
+                if is_eos[k]:
+                    reason = "eos"
+                elif k in has_stop:
+                    reason = "stop"
+                if reason is None and len(tokens[j]) >= row.budget:
+                    reason = "length"
+                if reason is None:
+                    keep.append(k)
+                else:
+                    result[j] = (self.tokenizer.decode(tokens[j], skip_special_tokens=False),
+                                 len(tokens[j]), reason)
+            if not keep:
+                break
+            if len(keep) < len(active):
+                idx = torch.tensor(keep, device=dev)
+                cache.batch_select_indices(idx)
+                mask, next_pos, nxt = mask[idx], next_pos[idx], nxt[idx]
+                active = [active[k] for k in keep]
+            mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
+            out = self._forward(nxt[:, None], mask, next_pos, cache)
+            cache = out.past_key_values
+            next_pos = next_pos + 1
+            logits = out.logits[:, -1, :]
+        return result  # type: ignore[return-value]
+
+    def _ends(self, row: Job, tail: str, tokens: list[int]) -> bool:
+        """A stop string in the newest text ends a row; a free chat answer ends once its first
+        code block closes (the whole answer is decoded only when a fence is in sight)."""
+        if not any(s in tail for s in row.watch):
+            return False
+        return row.mode != "answer" or chat.answer_complete(self.tokenizer.decode(tokens, skip_special_tokens=False))
+
+    def _forward(self, input_ids, mask, positions, cache, prefill=False):
+        kwargs = dict(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                      past_key_values=cache, use_cache=True)
+        if prefill:
+            try:
+                return self.model(**kwargs, logits_to_keep=1)
+            except TypeError:  # older or remote-code models
+                pass
+        return self.model(**kwargs)
+
+    def _choose(self, logits: torch.Tensor, uniforms) -> torch.Tensor:
+        a = self.args
+        if not a.do_sample:
+            return logits.argmax(dim=-1)
+        logits = logits.float()
+        if a.temperature and a.temperature != 1.0:
+            logits = logits / a.temperature
+        if a.top_k and a.top_k > 0:
+            k = min(a.top_k, logits.shape[-1])
+            kth = torch.topk(logits, k, dim=-1).values[..., -1, None]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        if a.top_p is not None and a.top_p < 1.0:
+            # transformers' TopPLogitsWarper: drop the tokens whose cumulative probability
+            # (ascending) stays within 1 - top_p, always keeping the most likely one
+            sorted_logits, sorted_idx = torch.sort(logits, descending=False, dim=-1)
+            cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+            remove = cum <= (1 - a.top_p)
+            remove[..., -1:] = False
+            logits = logits.masked_fill(remove.scatter(1, sorted_idx, remove), float("-inf"))
+        # inverse-CDF sampling with one counter-based uniform per row (exact, and the draw
+        # of a row never depends on the other rows of the batch)
+        cum = logits.softmax(dim=-1).double().cumsum(dim=-1)
+        u = torch.tensor(uniforms, dtype=cum.dtype, device=cum.device)[:, None] * cum[:, -1:]
+        idx = torch.searchsorted(cum, u, right=True).squeeze(1)
+        return idx.clamp_(max=logits.shape[-1] - 1)
+
+    def close(self) -> None:
+        self.model = None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()

@@ -1,0 +1,78 @@
+"""RunConfig: everything one evaluation run depends on; the flow's single parameter."""
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from codeeval.core.fingerprint import digest
+from codeeval.generation.base import GenerationArgs
+
+BACKENDS = ("transformers", "reference", "replay", "openai", "vllm")
+EXECUTORS = ("docker", "local")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    model: str
+    tasks: list[str]
+    generation: GenerationArgs = field(default_factory=GenerationArgs)
+    backend: str = ""  # "" = inferred: reference / replay / transformers
+    backend_options: dict[str, str] = field(default_factory=dict)
+    limit: Optional[int] = None
+    limit_start: int = 0
+    k: Optional[list[int]] = None  # None = each task's default ks, those above n left out
+    allow_code_execution: bool = False
+    generation_only: bool = False
+    load_generations_path: Optional[str] = None
+    save_generations: bool = False
+    save_generations_path: str = "generations.json"
+    metric_output_path: Optional[str] = None
+    output_dir: Optional[str] = None  # default runs/<run_id>
+    data_dir: Optional[str] = None
+    executor: str = "docker"
+    n_workers: int = 0  # 0 = core count
+    memory_mb: int = 4096
+    shard_size: int = 64  # problems per shard
+    infra_retries: int = 2  # retries of a shard that an infrastructure error failed (never a model error)
+    retry_delay_s: float = 10.0
+    # where shards run: "local" (this process), "deployments" (flow runs of the generate-shard /
+    # execute-shard deployments on the gpu / cpu work pools), "auto" (deployments when this run
+    # came from a deployment and they exist; codeeval/flows/stages.py)
+    stages: str = "auto"
+    # repo-level tasks (LoadOptions): the Source_Code and Dependency_Data trees, and whether the
+    # ground truths run first so that the tasks they fail are left out of the score
+    source_code_root: Optional[str] = None
+    dependency_data_root: Optional[str] = None
+    exclude_failing_oracles: bool = False
+    strict_data: bool = False  # APPS: a malformed input_output is an error, not a -2 (LoadOptions)
+
+    @property
+    def backend_kind(self) -> str:
+        if self.backend:
+            return self.backend
+        if self.load_generations_path:
+            return "replay"
+        return "reference" if self.model == "reference" else "transformers"
+
+    @property
+    def run_id(self) -> str:
+        """Same inputs, same id: a repeated command reuses its run directory and shards."""
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(self.model).name or self.model)[:40]
+        key = digest(self.model, sorted(self.tasks), self.generation, self.backend_kind, self.backend_options,
+                     self.limit, self.limit_start, self.load_generations_path,
+                     *([True] if self.exclude_failing_oracles else []))
+        return f"{slug}-{key[:10]}"
+
+    @property
+    def run_dir(self) -> Path:
+        """--output_dir, else runs/<run_id> under CODEEVAL_STORAGE (a path every host of a team
+        sees alike, or an fsspec URL), else under the working directory."""
+        from codeeval.core import storage
+
+        return Path(self.output_dir) if self.output_dir else storage.run_dir(self.run_id)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)

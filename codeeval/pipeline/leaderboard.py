@@ -1,0 +1,65 @@
+"""A leaderboard table from results.json files: one row per run, per task its primary metric."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable, Optional
+
+from codeeval.core.errors import UsageError
+
+
+def load_results(paths: Iterable[str]) -> list[dict]:
+    results = []
+    for raw in paths:
+        path = Path(raw)
+        path = path / "results.json" if path.is_dir() else path
+        try:
+            results.append(json.loads(path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            raise UsageError(f"no results.json at {path}") from None
+        except json.JSONDecodeError:
+            raise UsageError(f"{path} is not a results.json file (not JSON)") from None
+    return results
+
+
+def primary(result: dict, task: str) -> Optional[str]:
+    """The task's headline metric: what results.json names, else pass@1, else its first number."""
+    metrics = result.get(task)
+    if not isinstance(metrics, dict):
+        return None
+    named = result.get("codeeval", {}).get("tasks", {}).get(task, {}).get("primary")
+    numeric = [m for m, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    for candidate in (named, "pass@1"):
+        if candidate in numeric:
+            return candidate
+    return numeric[0] if numeric else None
+
+
+def _cell(result: dict, task: str, metric: Optional[str]) -> str:
+    """A metric's value, or with metric None the number of problems the run covered."""
+    if not isinstance(result.get(task), dict):
+        return "-"
+    if metric is None:
+        n = result.get("codeeval", {}).get("tasks", {}).get(task, {}).get("problems")
+        return str(n) if n is not None else "-"
+    value = result[task].get(metric)
+    return f"{value:.4f}" if isinstance(value, (int, float)) else "-"
+
+
+def table(results: list[dict]) -> str:
+    """Markdown table: per task its primary metric (pass@1, accuracy, bleu...) and the number of
+    problems each run covered (a score on a subset is not comparable with one on the whole
+    benchmark); a task a model was not run on shows as '-'."""
+    columns: dict[str, str] = {}  # task -> its primary metric, in order of first appearance
+    for result in results:
+        for task in result:
+            if task not in ("config", "codeeval") and task not in columns and primary(result, task):
+                columns[task] = primary(result, task)
+    header, cells = ["model"], []
+    for task, metric in columns.items():
+        header += [f"{task} {metric}", f"{task} problems"]
+        cells += [(task, metric), (task, None)]
+    rows = [[r.get("config", {}).get("model", "?")] + [_cell(r, t, m) for t, m in cells] for r in results]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    lines = [header, ["-" * w for w in widths], *rows]
+    return "\n".join("| " + " | ".join(str(c).ljust(w) for c, w in zip(cells_, widths)) + " |" for cells_ in lines)

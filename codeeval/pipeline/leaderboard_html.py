@@ -1,0 +1,143 @@
+"""The leaderboard as one static HTML file a team reads in the morning: tonight's failures with
+their cause, a sortable table (click a header) of each task's primary metric with the number of
+problems it covers, the changes since the previous night, and per task a trend over the nights in
+history/ and tonight's bars. Self-contained (inline CSS, JS and SVG, codeeval/pipeline/leaderboard_charts.py):
+it opens from a file, on a machine with no network, and can be served by any static web server."""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Optional
+
+from codeeval.pipeline.leaderboard_charts import bars, esc as _esc, trend
+
+SCRIPT = """
+function sortBy(table, col, asc) {
+  const ths = table.tHead.rows[0].cells;
+  Array.from(ths).forEach(h => delete h.dataset.order);
+  ths[col].dataset.order = asc ? 'asc' : 'desc';
+  const key = r => { const c = r.cells[col]; return c.dataset.value !== undefined ? parseFloat(c.dataset.value) : c.textContent; };
+  const body = table.tBodies[0];
+  Array.from(body.rows).sort((a, b) => {
+    const x = key(a), y = key(b);
+    const d = (typeof x === 'number' && typeof y === 'number') ? x - y : String(x).localeCompare(String(y));
+    return asc ? d : -d;
+  }).forEach(r => body.appendChild(r));
+}
+document.querySelectorAll('table.sortable').forEach(table => {
+  Array.from(table.tHead.rows[0].cells).forEach((th, col) =>
+    th.addEventListener('click', () => sortBy(table, col, th.dataset.order !== 'asc')));
+  const m = location.hash.match(/^#sort=(\\d+)-(asc|desc)$/);  // a link to a sorted view
+  if (m) sortBy(table, parseInt(m[1]), m[2] === 'asc');
+});
+"""
+
+STYLE = """
+body { font-family: sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin-bottom: 2em; }
+th, td { border: 1px solid #ccc; padding: 4px 10px; text-align: right; }
+th { background: #eee; cursor: pointer; user-select: none; }
+th[data-order=asc]::after { content: ' \\25B2'; } th[data-order=desc]::after { content: ' \\25BC'; }
+td:first-child, th:first-child { text-align: left; }
+.charts { display: flex; flex-wrap: wrap; gap: 2em; }
+.chart h3 { font-size: 1em; margin: 0 0 .3em 0; }
+.bar { fill: #4a7ebb; } .axis { stroke: #888; } text { font-size: 11px; }
+td .problems { color: #777; font-size: .85em; margin-left: .4em; }
+tr.failed td:first-child { color: #b00; } td.stale { color: #999; } td.failed-cell { color: #b00; }
+.failures { border: 2px solid #d33; background: #fff4f4; padding: .5em 1em; margin-bottom: 1.5em; }
+.failures h2 { color: #b00; margin-top: .2em; } .cause { white-space: pre-wrap; margin: .2em 0 .8em 1em; }
+td.up { color: #1a7f37; } td.down { color: #b00; }
+.legend { list-style: none; padding: 0; }
+.swatch { display: inline-block; width: 1em; height: .6em; margin-right: .4em; }
+"""
+
+
+def _score(r: Optional[dict], date: str) -> str:
+    """A table cell: the value, the problems it covers beside it, and its date when older than tonight."""
+    if r is None:
+        return '<td data-value="-1">-</td>'
+    if r["value"] is None:
+        return f'<td class="failed-cell" data-value="-1" title="{_esc(r.get("error") or "")}">failed</td>'
+    stale = r.get("error") is not None or r["date"] != date
+    problems = "" if r["problems"] is None else f'<span class="problems">{r["problems"]} problems</span>'
+    since = f' <span class="problems">(from {_esc(r["date"])})</span>' if stale else ""
+    klass = ' class="stale"' if stale else ""
+    return (f'<td{klass} data-value="{r["value"]:.6g}" data-problems='
+            f'"{r["problems"] if r["problems"] is not None else ""}" title="run {_esc(r["run_id"])}">'
+            f'{r["value"]:.4f}{problems}{since}</td>')
+
+
+def _table(rows: list[dict], tasks: list[str], metric_of: dict, date: str) -> str:
+    cell = {(r["model"], r["task"]): r for r in rows if r["primary"]}
+    errors = {r["model"]: r["error"] for r in rows if r.get("error")}
+    head = "".join(f"<th>{_esc(t)} {_esc(metric_of.get(t) or '')}</th>" for t in tasks)
+    body = []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        mark = ' class="failed"' if model in errors else ""
+        label = f"{_esc(model)} (failed)" if model in errors else _esc(model)
+        body.append(f'<tr{mark}><td>{label}</td>{"".join(_score(cell.get((model, t)), date) for t in tasks)}</tr>')
+    return (f'<table class="sortable" id="leaderboard"><thead><tr><th>model</th>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table>')
+
+
+def _failures(failed: dict[str, str]) -> str:
+    if not failed:
+        return ""
+    items = "".join(f'<li data-model="{_esc(m)}"><b>{_esc(m)}</b><div class="cause">{_esc(why)}</div></li>'
+                    for m, why in failed.items())
+    return (f'<div class="failures" id="failures"><h2>{len(failed)} model{"s" * (len(failed) != 1)} failed '
+            f'tonight</h2><ul>{items}</ul></div>')
+
+
+def _num(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _changes(delta: list[dict], previous_date: Optional[str]) -> str:
+    since = f"since {_esc(previous_date)}" if previous_date else "(no previous leaderboard)"
+    title = f'<h2>{len(delta)} change{"s" * (len(delta) != 1)} {since}</h2>'
+    if not delta:
+        return f'{title}<p id="changes">No metric changed.</p>'
+    trs = []
+    for d in delta:
+        change = "new" if d["before"] is None else "gone" if d["after"] is None else f"{d['change']:+.4f}"
+        way = "up" if (d["change"] or 0) > 0 else "down" if (d["change"] or 0) < 0 or change == "gone" else ""
+        trs.append(f'<tr><td>{_esc(d["model"])}</td><td>{_esc(d["task"])}</td><td>{_esc(d["metric"])}</td>'
+                   f'<td>{_num(d["before"])}</td><td>{_num(d["after"])}</td><td class="{way}">{change}</td></tr>')
+    return (f'{title}<table id="changes"><thead><tr><th>model</th><th>task</th><th>metric</th><th>before</th>'
+            f'<th>after</th><th>change</th></tr></thead><tbody>{"".join(trs)}</tbody></table>')
+
+
+def _trends(tasks: list[str], metric_of: dict, history: list[tuple[str, list[dict]]]) -> str:
+    nights = [night for night, _ in history]
+    out = []
+    for task in tasks:
+        models = list(dict.fromkeys(r["model"] for _, rows in history for r in rows if r["task"] == task))
+        series = {m: [None] * len(nights) for m in models}
+        for i, (_, rows) in enumerate(history):
+            for r in rows:
+                if r["task"] == task and r["primary"] and r["value"] is not None and not r.get("error"):
+                    series[r["model"]][i] = r["value"]
+        out.append(trend(task, metric_of.get(task) or "", nights, series))
+    return "".join(out)
+
+
+def render(rows: list[dict], updated: str, delta: list[dict], previous_date: Optional[str],
+           failed: dict[str, str], history: list[tuple[str, list[dict]]]) -> str:
+    """rows: the leaderboard's long rows (codeeval/pipeline/nightly.py LEADERBOARD_SCHEMA); updated: tonight's
+    date (the first word) and time; history: (night, rows) of every night kept, tonight's included."""
+    date = updated.split()[0]
+    tasks = list(dict.fromkeys(r["task"] for r in rows if r["primary"]))
+    metric_of = {r["task"]: r["metric"] for r in rows if r["primary"] and r["metric"]}
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    by_task = defaultdict(list)
+    for r in rows:
+        if r["primary"] and r["value"] is not None and not r.get("error"):
+            by_task[r["task"]].append((r["model"], r["value"]))
+    charts = "".join(bars(t, metric_of.get(t) or "", by_task[t]) for t in tasks if by_task[t])
+    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>codeeval leaderboard {_esc(date)}</title>'
+            f'<style>{STYLE}</style></head><body><h1>codeeval leaderboard</h1><p>Updated {_esc(updated)}; '
+            f'{len(models)} models, {len(tasks)} tasks; each score with the number of problems it covers. '
+            f'Click a column header to sort.</p>{_failures(failed)}{_table(rows, tasks, metric_of, date)}'
+            f'{_changes(delta, previous_date)}<h2>Trend per task</h2><div class="charts">'
+            f'{_trends(tasks, metric_of, history)}</div><h2>Tonight per task</h2><div class="charts">{charts}</div>'
+            f'<script>{SCRIPT}</script></body></html>\n')

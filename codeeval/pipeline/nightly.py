@@ -1,0 +1,249 @@
+"""The nightly leaderboard as library code: models.yaml -> RunConfigs, results.json -> long rows
+(model x task x metric), and the changes since the previous night.
+
+models.yaml:
+
+    defaults:                      # optional: merged under every model's own keys
+      data_dir: /srv/codeeval/data
+      allow_code_execution: true
+    models:
+      - model: /models/starcoder2-3b
+        backend: transformers      # optional (inferred as for --model)
+        generation: {n_samples: 10, temperature: 0.2, max_length_generation: 512}
+        tasks: [humaneval, mbpp]
+      - model: reference
+        tasks: [humaneval]
+
+Every key but `generation` is a RunConfig field (the CLI's option names); `generation` holds
+GenerationArgs fields. Each model keeps its run directory (runs/<run_id>), so a night reuses
+every shard whose inputs did not change.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import typing
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import pyarrow as pa
+
+from codeeval.core import artifacts
+
+from codeeval.pipeline import failures
+from codeeval.pipeline.config import RunConfig
+from codeeval.core.errors import RunFailed, UsageError
+from codeeval.generation.base import GenerationArgs
+from codeeval.pipeline.leaderboard import primary
+
+LEADERBOARD_SCHEMA = pa.schema([
+    ("model", pa.string()), ("task", pa.string()), ("metric", pa.string()), ("value", pa.float64()),
+    ("primary", pa.bool_()), ("problems", pa.int64()), ("run_id", pa.string()), ("date", pa.string()),
+    ("error", pa.string()),  # a model whose run failed tonight: its root cause (its rows are older, or empty)
+])
+HISTORY = "history"  # under the output folder: one leaderboard-<stamp>.parquet per night, never overwritten
+CONFIG_FIELDS = {f.name for f in dataclasses.fields(RunConfig)} - {"generation"}
+GENERATION_FIELDS = {f.name for f in dataclasses.fields(GenerationArgs)}
+
+
+def load_models(path: Path, runs_dir: Optional[Path] = None) -> list[RunConfig]:
+    """The models file as RunConfigs; UsageError (one line) for a missing or malformed file."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"models file not found: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read the models file {path}: {exc.strerror or exc}") from None
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise UsageError(f"{path} is not YAML: {(str(exc).splitlines() or [type(exc).__name__])[0]}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("models"), list) or not data["models"]:
+        raise UsageError(f"{path}: expected a `models:` list (see codeeval/pipeline/nightly.py)")
+    defaults = data.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise UsageError(f"{path}: `defaults` must be a mapping of run options")
+    return [_config(path, i, {**defaults, **entry} if isinstance(entry, dict) else entry, runs_dir)
+            for i, entry in enumerate(data["models"])]
+
+
+def _config(path: Path, i: int, entry: Any, runs_dir: Optional[Path]) -> RunConfig:
+    where = f"{path}: models[{i}]"
+    if not isinstance(entry, dict) or not entry.get("model") or not entry.get("tasks"):
+        raise UsageError(f"{where} needs `model` and `tasks`")
+    unknown = set(entry) - CONFIG_FIELDS - {"generation"}
+    if unknown:
+        raise UsageError(f"{where}: unknown key(s) {', '.join(sorted(map(_key, unknown)))}")
+    generation = entry.get("generation") or {}
+    if not isinstance(generation, dict):
+        raise UsageError(f"{where}: `generation` must be a mapping of generation options")
+    bad = set(generation) - GENERATION_FIELDS
+    if bad:
+        raise UsageError(f"{where}: unknown generation key(s) {', '.join(sorted(map(_key, bad)))}")
+    fields = {k: v for k, v in entry.items() if k != "generation"}
+    if isinstance(fields["tasks"], str):
+        fields["tasks"] = [t.strip() for t in fields["tasks"].split(",") if t.strip()]
+    _check_types(where, RunConfig, fields)
+    _check_types(f"{where}.generation", GenerationArgs, generation)
+    config = RunConfig(**fields, generation=GenerationArgs(**generation))
+    if config.output_dir is None and runs_dir is not None:
+        config = dataclasses.replace(config, output_dir=str(runs_dir / config.run_id))
+    return config
+
+
+def _key(key: Any) -> str:
+    """A key as the message shows it: itself when plain, else quoted (the message stays one line)."""
+    return key if isinstance(key, str) and key.isprintable() and key.strip() == key and key else repr(key)
+
+
+# the backends read their options with int()/float() (the CLI gives strings): YAML's numbers work too
+LENIENT = {"backend_options": dict[str, typing.Union[str, int, float, bool]]}
+
+
+def _check_types(where: str, cls, values: dict) -> None:
+    """Each value of the type its dataclass field declares (YAML reads `limit: ten` as a string and
+    `tasks: [1]` as integers: caught here in one line, not as a TypeError deep in the run)."""
+    hints = {**typing.get_type_hints(cls), **LENIENT}
+    for name, value in values.items():
+        if not _fits(value, hints[name]):
+            raise UsageError(f"{where}: {name} must be {_describe(hints[name])}, got {value!r:.60}")
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union:
+        return any(_fits(value, a) for a in args)
+    if origin is list:
+        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(_fits(k, args[0]) and _fits(v, args[1]) for k, v in value.items())
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+def _describe(hint: Any) -> str:
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is typing.Union:
+        return " or ".join(_describe(a) for a in args)
+    if typing.get_origin(hint) is list:
+        return f"a list of {_describe(args[0])}"
+    if typing.get_origin(hint) is dict:
+        return f"a mapping of {_describe(args[0])} to {_describe(args[1])}"
+    return "null" if hint is type(None) else getattr(hint, "__name__", str(hint))
+
+
+def rows_of(results: dict, date: str) -> list[dict]:
+    """One row per numeric metric of each task in a results.json."""
+    info = results.get("codeeval", {})
+    rows = []
+    for task, detail in info.get("tasks", {}).items():
+        metrics = results.get(task)
+        if not isinstance(metrics, dict):
+            continue
+        head = primary(results, task)
+        for metric, value in metrics.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                rows.append({"model": results["config"]["model"], "task": task, "metric": metric,
+                             "value": float(value), "primary": metric == head, "problems": detail.get("problems"),
+                             "run_id": info.get("run_id"), "date": date, "error": None})
+    return rows
+
+
+def failure_cause(error: BaseException) -> str:
+    """Why a model's run failed, whole: evaluate's RunFailed states each failed shard's root cause on
+    a line of its own (kept, every line); any other error is its chain's root cause."""
+    if isinstance(error, RunFailed) and error.__cause__ is None:
+        lines = [" ".join(line.split()) for line in str(error).splitlines()]
+        return "\n".join(line for line in lines if line) or failures.root_cause(error)
+    return failures.root_cause(error)
+
+
+def failed_rows(previous: list[dict], model: str, tasks: list[str], cause: str, date: str) -> list[dict]:
+    """A failed model's rows: its previous ones (their date says how old) with tonight's cause; a
+    task it has none for gets an empty row, so the model is never missing from the leaderboard."""
+    kept = [{**r, "error": cause} for r in previous if r["model"] == model]
+    have = {r["task"] for r in kept}
+    return kept + [{"model": model, "task": task, "metric": None, "value": None, "primary": True, "problems": None,
+                    "run_id": None, "date": date, "error": cause} for task in tasks if task not in have]
+
+
+def today() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
+
+
+def stamp() -> str:
+    """This moment in UTC, sortable and fit for a file name; it follows a plain date (YYYY-MM-DD)."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H%M%SZ")
+
+
+def history_path(out: Path, night: str) -> Path:
+    """A new snapshot's path under out/history: never one that exists (two nights in one second)."""
+    path, n = out / HISTORY / f"leaderboard-{night}.parquet", 1
+    while path.exists():
+        n += 1
+        path = out / HISTORY / f"leaderboard-{night}_{n}.parquet"  # sorts after the first
+    return path
+
+
+def read_history(out: Path) -> list[tuple[str, list[dict]]]:
+    """(night, rows) of every snapshot under out/history, oldest first."""
+    snapshots = sorted((out / HISTORY).glob("leaderboard-*.parquet"))
+    return [(p.stem[len("leaderboard-"):], artifacts.read_rows(p)) for p in snapshots]
+
+
+def write_leaderboard(path: Path, rows: Iterable[dict]) -> Path:
+    return artifacts.write_table(path, rows, LEADERBOARD_SCHEMA)
+
+
+def read_leaderboard(path: Path) -> list[dict]:
+    return artifacts.read_rows(path) if path.exists() else []
+
+
+def changes(previous: list[dict], current: list[dict]) -> list[dict]:
+    """Rows whose value is new, changed or gone since the previous leaderboard."""
+    def key(row: dict) -> tuple:
+        return row["model"], row["task"], row["metric"]
+
+    # a failed model's placeholder row (no metric) has no value to compare
+    before = {key(r): r for r in previous if r.get("metric") is not None}
+    after = {key(r): r for r in current if r.get("metric") is not None}
+    out = []
+    for k in sorted(set(before) | set(after)):
+        old, new = before.get(k), after.get(k)
+        old_v, new_v = (old or {}).get("value"), (new or {}).get("value")
+        if old_v != new_v:
+            out.append({"model": k[0], "task": k[1], "metric": k[2], "before": old_v, "after": new_v,
+                        "change": None if old_v is None or new_v is None else new_v - old_v})
+    return out
+
+
+def changes_markdown(delta: list[dict], previous_date: Optional[str], date: str, failed: dict[str, str]) -> str:
+    since = f"since {previous_date}" if previous_date else "(no previous leaderboard)"
+    lines = [f"# Leaderboard {date}: {len(delta)} changes {since}", ""]
+    if delta:
+        lines += ["| model | task | metric | before | after | change |", "|---|---|---|---|---|---|"]
+        lines += [f"| {d['model']} | {d['task']} | {d['metric']} | {_num(d['before'])} | {_num(d['after'])} | "
+                  f"{_change(d)} |" for d in delta]
+    else:
+        lines.append("No metric changed.")
+    for model, why in failed.items():  # every line of the cause (one per failed shard)
+        first, *rest = why.splitlines() or [""]
+        lines += ["", f"**{model} failed**: {first}", *(f"- {line}" for line in rest)]
+    return "\n".join(lines) + "\n"
+
+
+def _num(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _change(delta: dict) -> str:
+    if delta["before"] is None:
+        return "new"
+    return "gone" if delta["after"] is None else f"{delta['change']:+.4f}"

@@ -1,0 +1,94 @@
+"""The publish stage: run.json, results.json in bigcode's shape, and bigcode-style exports."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Mapping, Optional
+
+from codeeval import __version__
+
+from codeeval.core import artifacts
+from codeeval.pipeline.config import RunConfig
+from codeeval.core.contracts import PlannedTask, Reuse, TaskScore
+
+
+def recorded_config(config: RunConfig) -> dict:
+    """The config as written to disk: secrets (an API key passed as a flag) masked."""
+    data = config.to_dict()
+    data["backend_options"] = {k: ("***" if "key" in k.lower() else v) for k, v in data["backend_options"].items()}
+    return data
+
+
+def bigcode_config(config: RunConfig) -> dict:
+    """bigcode's `config` block is its flat argument namespace; ours is the same shape."""
+    recorded = recorded_config(config)
+    flat = {k: v for k, v in recorded.items() if k != "generation"}
+    flat.update(recorded["generation"])
+    flat["tasks"] = ",".join(config.tasks)
+    flat["backend"] = config.backend_kind
+    return flat
+
+
+def run_document(config: RunConfig, plans: Mapping[str, PlannedTask], version: str) -> dict:
+    return {
+        "run_id": config.run_id,
+        "model": config.model,
+        "backend": config.backend_kind,
+        "generation": dataclasses.asdict(config.generation),
+        "code_version": version,
+        "codeeval_version": __version__,
+        "data_fingerprints": {name: plan.fingerprint for name, plan in plans.items()},
+        "config": recorded_config(config),
+    }
+
+
+def save_bigcode_generations(config: RunConfig, layout: artifacts.RunLayout, name: str,
+                             n_shards: int) -> Path:
+    """`<save_generations_path stem>_<task>.json`: one list of programs per problem, the format
+    --load_generations_path reads back (bigcode's --save_generations)."""
+    problems, _ = artifacts.read_problems(layout.problems(name))
+    by_task: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for i in range(n_shards):
+        for row in artifacts.read_rows(layout.generations(name, i)):
+            by_task[row["task_id"]].append((row["sample"], row["completion"]))
+    data = [[c for _, c in sorted(by_task[p.task_id])] for p in problems]
+    base, ext = os.path.splitext(config.save_generations_path)
+    path = Path(f"{base}_{name}{ext or '.json'}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def task_summary(plan: PlannedTask, score: Optional[TaskScore], reuse: Reuse, saved: Optional[str]) -> dict:
+    """The `codeeval.tasks.<name>` block of results.json: counts, the primary metric, reuse."""
+    summary = {k: v for k, v in score.to_json().items() if k != "metrics"} if score else {
+        "problems": plan.n_problems, "samples": plan.n_samples, "ks_left_out": list(plan.ks_left_out)}
+    summary.update(shards=len(plan.shards), reused={"generate": list(reuse.generate), "execute": list(reuse.execute)})
+    if saved:
+        summary["saved_generations"] = saved
+    return summary
+
+
+def publish(config: RunConfig, layout: artifacts.RunLayout, plans: Mapping[str, PlannedTask],
+            scores: Mapping[str, TaskScore], reuse: Mapping[str, Reuse], version: str) -> dict:
+    artifacts.write_json(layout.run_json, run_document(config, plans, version))
+    saved = {}
+    if config.save_generations or config.generation_only:
+        saved = {name: str(save_bigcode_generations(config, layout, name, len(plan.shards)))
+                 for name, plan in plans.items()}
+    results: dict = {name: score.metrics for name, score in scores.items()}
+    results["config"] = bigcode_config(config)
+    results["codeeval"] = {
+        "run_id": config.run_id,
+        "run_dir": str(layout.root),
+        "code_version": version,
+        "tasks": {name: task_summary(plan, scores.get(name), reuse[name], saved.get(name))
+                  for name, plan in plans.items()},
+    }
+    artifacts.write_json(layout.results, results)
+    if config.metric_output_path:
+        artifacts.write_json(Path(config.metric_output_path), results)
+    return results

@@ -1,0 +1,126 @@
+"""What an evaluate run says when it ends, where a person looks first: the terminal (`codeeval
+run`; `prefect deployment run --watch` streams the run's log) and the evaluate run's own
+summary artifact in the UI. Per task its score or its failure; each failed shard with its root
+cause (failures.root_cause), the last warning logged before it, and a link to the shard's run
+(a task run in-process, a flow run on a work pool)."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence
+
+from codeeval.core.contracts import TaskScore
+
+
+@dataclass(frozen=True)
+class ShardFailure:
+    task: str
+    run_name: str  # as the UI shows it: generate-humaneval-shard-003
+    cause: str  # the root cause, one line
+    log_line: Optional[str]  # the last warning logged before it, if any
+    link: str  # the shard run's page (or its id where the UI's address is not known)
+
+    def line(self) -> str:
+        warned = f" (last warning: {self.log_line})" if self.log_line else ""
+        return f"{self.run_name}: {self.cause}{warned}"
+
+
+def run_link(kind: str, run_id: str) -> str:
+    """The UI page of a `task-run` or `flow-run` (PREFECT_UI_URL), else the bare id."""
+    from prefect.settings import PREFECT_UI_URL
+
+    base = PREFECT_UI_URL.value()
+    return f"{base.rstrip('/')}/runs/{kind}/{run_id}" if base else f"{kind} {run_id}"
+
+
+def failure_message(root: str, failed: Sequence[ShardFailure], skipped: Sequence[str]) -> str:
+    """The RunFailed text: each failed shard's root cause on its own line."""
+    lines = [f"{len(failed)} shards failed (a re-run retries only those; `codeeval inspect {root}` "
+             "lists their samples):"]
+    lines += [f"  {f.line()}" for f in failed]
+    if skipped:
+        lines.append(f"  not run, waiting on those: {', '.join(skipped)}")
+    return "\n".join(lines)
+
+
+def _score(score: TaskScore) -> str:
+    shown = _value(score.metrics.get(score.primary), score.stderr.get(score.primary))
+    passed = f", {score.passed}/{score.samples} samples passed" if score.passed is not None else ""
+    return f"{score.primary} = {shown} ({score.problems} problems{passed})"
+
+
+def summary_line(scores: Mapping[str, TaskScore], failed: Sequence[ShardFailure]) -> str:
+    """The summary artifact's description (what its card in the UI shows): the first root cause,
+    or the scores."""
+    if failed:
+        return f"Failed: {failed[0].line()}"[:500]
+    return "; ".join(f"{task}: {_score(score)}" for task, score in scores.items())[:500] or "nothing scored"
+
+
+def summary_markdown(model: str, run_id: str, root: str, tasks: Sequence[str],
+                     scores: Mapping[str, TaskScore], failed: Sequence[ShardFailure],
+                     skipped: Sequence[str]) -> str:
+    """The evaluate run's summary artifact."""
+    state = "failed" if failed else "completed"
+    name = model.rstrip("/").rsplit("/", 1)[-1] or model
+    lines = [f"# {name}: run {run_id} {state}", "", f"Model: `{model}`  ", f"Run directory: `{root}`", "",
+             "| task | result |", "|---|---|"]
+    for task in tasks:
+        mine = [f for f in failed if f.task == task]
+        if task in scores:
+            result = _score(scores[task])
+        elif mine:
+            result = f"**failed**: {mine[0].cause}".replace("|", "\\|")
+        else:
+            result = "not scored (generation only, or waiting on a failed shard)"
+        lines.append(f"| {task} | {result} |")
+    if failed:
+        lines += ["", "## Failed shards", ""]
+        for f in failed:
+            lines += [f"### [{f.run_name}]({f.link})" if f.link.startswith("http") else f"### {f.run_name} ({f.link})",
+                      "", f"**{f.cause}**", ""]
+            if f.log_line:
+                lines += [f"> Last warning before it: {f.log_line}", ""]
+        if skipped:
+            lines += [f"Not run, waiting on those: {', '.join(skipped)}", ""]
+        lines.append(f"Fix the cause and run again: only these shards run. `codeeval inspect {root}` lists "
+                     "each shard's samples.")
+    return "\n".join(lines) + "\n"
+
+
+def _value(value, stderr: Optional[float] = None) -> str:
+    """A value as the terminal shows it: a float to 4 places, with its standard error if any."""
+    if isinstance(value, float):
+        return f"{value:.4f}" + (f" ± {stderr:.4f}" if stderr is not None else "")
+    return str(value) if isinstance(value, (int, str)) else "(see results.json)"
+
+
+def results_table(results: dict) -> str:
+    """The scores of a results.json as the terminal shows them, one task a line."""
+    info = results.get("codeeval", {})
+    lines = []
+    for name, detail in info.get("tasks", {}).items():
+        metrics = results.get(name, {})
+        stderr = detail.get("stderr", {})
+        values = "  ".join(f"{m}={_value(v, stderr.get(m))}" for m, v in metrics.items()
+                           if not isinstance(v, (dict, list)))
+        if not metrics:
+            counts = "generated"
+        elif detail.get("passed") is not None:
+            counts = f"{detail['passed']}/{detail.get('samples', 0)} samples passed"
+        else:
+            counts = f"{detail.get('samples', 0)} samples of {detail.get('problems', 0)} problems"
+        left = detail.get("ks_left_out") or []
+        note = f"; pass@{', pass@'.join(map(str, left))} left out (n too small)" if left else ""
+        lines.append(f"{name:<22} {values}  ({counts}{note})")
+        primary = detail.get("primary")
+        if primary in detail.get("ci95", {}):
+            lo, hi = detail["ci95"][primary]
+            lines.append(f"{'':<22} {primary} 95% interval [{lo:.4f}, {hi:.4f}] over {detail.get('problems')} "
+                         f"problems (± is the standard error, docs/statistics.md)")
+        gen, exe = detail["reused"]["generate"], detail["reused"]["execute"]
+        lines.append(f"{'':<22} reused {gen[0]}/{gen[1]} generation and {exe[0]}/{exe[1]} execution shards")
+        if detail.get("saved_generations"):
+            lines.append(f"{'':<22} generations saved to {detail['saved_generations']}")
+    lines.append(f"results: {os.path.join(info.get('run_dir', '.'), 'results.json')}")
+    return "\n".join(lines)

@@ -1,0 +1,198 @@
+"""Prefect tasks: thin wrappers that read Parquet, call library code, write Parquet.
+
+Each returns the path it wrote. The flow gives every call a cache key computed from
+the shard's inputs (`cache_key` parameter) and a run name like
+`generate-humaneval-shard-003`, so a re-run shows finished shards as Cached.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterator
+
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.states import Completed
+
+from codeeval.core import artifacts, storage
+
+from codeeval.pipeline import failures
+from codeeval.benchmarks.registry import get_task
+from codeeval.pipeline.config import RunConfig
+from codeeval.core.contracts import PlannedTask, TaskScore
+from codeeval.pipeline.execute import execute_rows
+from codeeval.executors import SandboxSpec
+from codeeval.executors.pool import POOL
+from codeeval.core.fingerprint import digest, file_digest
+from codeeval.pipeline.generate import generate_rows
+from codeeval.generation import BackendSpec, open_backend
+from codeeval.pipeline.plan import plan_task
+from codeeval.core.progress import progress_bar
+from codeeval.pipeline.score import samples_of, score_samples
+
+
+KEPT = "kept: written by an earlier run"
+
+
+def _kept(out_path: str, key: str):
+    """The Completed state of a shard whose file an earlier (killed) run finished, else None."""
+    if artifacts.written_with(Path(out_path), key):
+        get_run_logger().info("%s already holds this shard's output; kept", out_path)
+        return Completed(data=out_path, message=KEPT)
+    return None
+
+
+def _given_key(context, parameters) -> str:
+    return parameters["cache_key"]
+
+
+def _key_with_input_file(context, parameters) -> str:
+    """The flow's key plus the content of the upstream file (known only once it exists)."""
+    upstream = parameters["generations_path"]
+    if not isinstance(upstream, str):  # the generation shard failed: this run is skipped, not cached
+        return digest(parameters["cache_key"], "upstream failed")
+    return digest(parameters["cache_key"], file_digest(storage.fetch(Path(upstream))))
+
+
+SKIPPED = "Skipped"
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """The result of a Skipped shard: what its downstream shards see instead of a path."""
+    why: str
+
+
+def _skipped(upstream: list) -> "Completed | None":
+    """The state of a shard whose input a failed shard never wrote: Completed, named Skipped,
+    holding a NotRun. The flow passes its upstream futures with allow_failure, so that this run
+    starts, takes its own name in the UI and ends, instead of staying Pending under a hash name;
+    Completed, because nothing failed here: Prefect logs every other final state as an ERROR,
+    and the run's counts would show the one failure once per shard that waited on it."""
+    errors = [u for u in upstream if not isinstance(u, (str, TaskScore))]
+    if not errors:
+        return None
+    first = errors[0]
+    why = first.why if isinstance(first, NotRun) else (
+        failures.root_cause(first) if isinstance(first, BaseException) else str(first))
+    get_run_logger().warning("not run: %d upstream shard(s) did not finish (%s)", len(errors), why)
+    return Completed(name=SKIPPED, data=NotRun(why), message=f"not run: an upstream shard failed ({why})")
+
+
+def _run_name(name: str, stage: str, out_path: str) -> str:
+    """The task run's name as the flow gives it (`generate-humaneval-shard-003`)."""
+    from prefect.runtime import task_run
+
+    return task_run.name or f"{stage}-{name}-shard-{int(Path(out_path).stem.rsplit('-', 1)[1]):03d}"
+
+
+@contextlib.contextmanager
+def _reported(name: str, stage: str, out_path: str, run_id: str, samples, inputs: dict[str, str]) -> Iterator[None]:
+    """A raising shard leaves an error record beside the run's files (its root cause and the last
+    warning logged before it) and a markdown artifact on its task run (the same text `codeeval
+    inspect` prints); a success clears the record."""
+    out = Path(out_path)
+    shard = int(out.stem.rsplit("-", 1)[1])
+    path = failures.error_path(out.parent.parent.parent, name, stage, shard)
+    with failures.decisive_log() as warnings:
+        try:
+            yield
+        except Exception as exc:
+            run_name = _run_name(name, stage, out_path)
+            record = failures.record_error(path, name=name, stage=stage, run_name=run_name, error=exc,
+                                           samples=samples(), parquet=out_path, inputs=inputs,
+                                           log_line=warnings[-1] if warnings else None)
+            create_markdown_artifact(failures.error_markdown(record),
+                                     key=failures.artifact_key("failures", run_name, run_id),
+                                     description=f"{run_name}: {record['error']}"[:500])
+            raise
+    failures.clear_error(path)
+
+
+@task(name="load")
+def load_problems(config: RunConfig, name: str, out_path: str) -> PlannedTask:
+    """Not cached: loading is cheap, and a changed data file must reach the shard keys."""
+    plan = plan_task(config, name)
+    artifacts.write_table(Path(out_path), artifacts.problems_rows(plan.problems, plan.counts),
+                          artifacts.PROBLEMS_SCHEMA)
+    get_run_logger().info("%s: %d problems, %d samples, %d shards", name, len(plan.problems),
+                          sum(plan.counts.values()), len(plan.shards))
+    return PlannedTask(name=name, problems_path=out_path, fingerprint=file_digest(Path(out_path)),
+                       n_problems=len(plan.problems), n_samples=sum(plan.counts.values()),
+                       shards=tuple(plan.shards), ks=tuple(plan.ks), ks_left_out=tuple(plan.ks_left_out),
+                       executes=plan.spec.executes)
+
+
+@task(name="generate", persist_result=True, cache_key_fn=_given_key, retry_condition_fn=failures.retry_condition)
+def generate_shard(name: str, problems_path: str, start: int, stop: int, backend: BackendSpec,
+                   out_path: str, cache_key: str, run_id: str = "") -> str:
+    if kept := _kept(out_path, cache_key):
+        return kept
+    problems, counts = artifacts.read_problems(Path(problems_path))
+    shard = problems[start:stop]
+
+    def samples():
+        return [(p.task_id, s) for p in shard for s in range(counts[p.task_id])]
+
+    with _reported(name, "generate", out_path, run_id, samples, {"problems": problems_path}):
+        task_spec = get_task(name)
+        total = sum(counts[p.task_id] for p in shard)
+        with progress_bar(total, f"generate {name} {Path(out_path).stem}") as advance:
+            rows = generate_rows(task_spec, problems, shard, counts, open_backend(backend), advance)
+        artifacts.write_table(Path(out_path), rows, artifacts.GENERATIONS_SCHEMA, key=cache_key)
+    return out_path
+
+
+@task(name="execute", persist_result=True, cache_key_fn=_key_with_input_file,
+      retry_condition_fn=failures.retry_condition)
+def execute_shard(name: str, problems_path: str, generations_path: str, sandbox: SandboxSpec,
+                  out_path: str, cache_key: str, run_id: str = "") -> str:
+    if skipped := _skipped([generations_path]):
+        return skipped
+    key = _key_with_input_file(None, {"cache_key": cache_key, "generations_path": generations_path})
+    if kept := _kept(out_path, key):
+        return kept
+    generations = artifacts.read_rows(Path(generations_path))
+
+    def samples():
+        return [(g["task_id"], g["sample"]) for g in generations]
+
+    with _reported(name, "execute", out_path, run_id, samples, {"generations": generations_path}):
+        task_spec = get_task(name)
+        problems, _ = artifacts.read_problems(Path(problems_path))
+        box = POOL.get(replace(sandbox, runtime=task_spec.execution.runtime))  # the task's image
+        with progress_bar(len(generations), f"execute {name} {Path(out_path).stem}") as advance:
+            rows = execute_rows(task_spec, problems, generations, box, advance)
+        artifacts.write_table(Path(out_path), rows, artifacts.EXECUTIONS_SCHEMA, key=key)
+    _report_failures(name, out_path, run_id, rows)
+    return out_path
+
+
+def _report_failures(name: str, out_path: str, run_id: str, rows: list[dict]) -> None:
+    """A markdown artifact in the Prefect UI listing failing samples with their stderr tails."""
+    shard = Path(out_path).stem
+    statuses = Counter(r["status"] for r in rows)
+    get_run_logger().info("%s %s: %s", name, shard, ", ".join(f"{k}={v}" for k, v in sorted(statuses.items())))
+    text = failures.samples_markdown(name, shard, rows, out_path)
+    if text:
+        run_name = _run_name(name, "execute", out_path)
+        create_markdown_artifact(text, key=failures.artifact_key("failures", run_name, run_id),
+                                 description=f"failing samples of {run_name}")
+
+
+@task(name="score")
+def score_task(name: str, problems_path: str, generation_paths: list[str], execution_paths: list[str],
+               ks: tuple[int, ...], ks_left_out: tuple[int, ...], out_path: str) -> TaskScore:
+    """Reads the task's shards, scores them (codeeval/pipeline/score.py), writes metrics.json."""
+    if skipped := _skipped([*generation_paths, *execution_paths]):
+        return skipped
+    problems, _ = artifacts.read_problems(Path(problems_path))
+    generations = [r for path in generation_paths for r in artifacts.read_rows(Path(path))]
+    executions = [r for path in execution_paths for r in artifacts.read_rows(Path(path))]
+    task_spec = get_task(name)
+    samples = samples_of(problems, generations, executions if task_spec.executes else None)
+    result = score_samples(task_spec, problems, samples, ks, ks_left_out)
+    artifacts.write_json(Path(out_path), result.to_json())
+    return result
