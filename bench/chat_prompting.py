@@ -50,11 +50,11 @@ def main(argv=None) -> int:
 
     from codeeval.benchmarks.registry import get_task
     from codeeval.benchmarks.spec import LoadOptions
-    from codeeval.pipeline.execute import execute_rows
     from codeeval.executors import SandboxSpec, open_sandbox
-    from codeeval.pipeline.generate import generate_rows
     from codeeval.generation import BackendSpec, GenerationArgs
     from codeeval.generation.transformers_backend import TransformersBackend
+    from codeeval.pipeline.execute import execute_rows
+    from codeeval.pipeline.generate import generate_rows
 
     task = get_task(ns.task)
     problems = task.load(LoadOptions(data_dir=Path(ns.data_dir)))[ns.limit_start:ns.limit_start + ns.limit]

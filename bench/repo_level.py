@@ -60,7 +60,7 @@ def main() -> None:
     for workers in [int(w) for w in args.workers.split(",")]:
         started = time.monotonic()
         with ThreadPoolExecutor(workers) as pool:
-            outcomes = [o for out in pool.map(lambda g: RepoRun(runner, prefect_lock=False).run(g), by_repo.values())
+            outcomes = [o for out in pool.map(lambda g: RepoRun(runner).run(g), by_repo.values())
                         for o in out]
         wall = time.monotonic() - started
         counts = Counter((o.key.split(":")[0], o.status) for o in outcomes)

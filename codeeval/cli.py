@@ -133,8 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace):
-    from codeeval.pipeline.config import RunConfig
     from codeeval.generation.base import GenerationArgs
+    from codeeval.pipeline.config import RunConfig
 
     model = args.model or ("replay" if args.load_generations_path else None)
     if not model:
@@ -240,8 +240,8 @@ def nightly(models_file: str, output_dir: str, runs_dir: str) -> int:
     """The nightly flow on a private API, as `run` does; the models file is checked first."""
     from pathlib import Path
 
-    from codeeval.pipeline import nightly as library
     from codeeval import prefect_api
+    from codeeval.pipeline import nightly as library
 
     prefect_environment()
     from codeeval.pipeline.plan import check

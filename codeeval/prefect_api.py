@@ -19,11 +19,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Iterator, Optional
+
+import tomllib
 
 PR_SET_PDEATHSIG = 1
 PORT_IN_USE = 3  # uvicorn's exit status when it cannot bind

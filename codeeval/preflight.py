@@ -12,8 +12,8 @@ import tempfile
 import urllib.parse
 from pathlib import Path
 
-from codeeval.pipeline.config import RunConfig
 from codeeval.core.errors import UsageError
+from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.plan import TaskPlan, check, plan_task
 
 

@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from docker_env import unstretched, container_ids, ensure_images, humaneval_programs, our_containers, processes_in
+from docker_env import container_ids, ensure_images, humaneval_programs, our_containers, processes_in, unstretched
 
 from codeeval.executors import docker_sandbox as ds
 from codeeval.executors.base import FAILED, PASSED, TIMEOUT, Limits, Program, wall_backstop

@@ -11,15 +11,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from docker_env import ensure_images, unstretched
 
 from codeeval.benchmarks import apps
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Sample, Verdict
 from codeeval.core.errors import UsageError
-from codeeval.pipeline.execute import execute_rows, verdict_of
 from codeeval.executors.docker_sandbox import DockerSandbox
+from codeeval.pipeline.execute import execute_rows, verdict_of
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROWS = [json.loads(line) for line in (FIXTURES / "apps" / "test.jsonl").read_text().splitlines()]

@@ -15,16 +15,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from docker_env import ensure_images, unstretched
 
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Sample
-from codeeval.pipeline.execute import execute_rows, verdict_of
 from codeeval.executors.docker_sandbox import DockerSandbox
-from codeeval.pipeline.generate import generate_rows
 from codeeval.generation import BackendSpec, GenerationArgs
 from codeeval.generation.transformers_backend import TransformersBackend
+from codeeval.pipeline.execute import execute_rows, verdict_of
+from codeeval.pipeline.generate import generate_rows
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TASKS = ("apps-interview", "apps-competition", "apps-introductory")  # both call types in each

@@ -9,10 +9,18 @@ import math
 
 import pytest
 
-from codeeval.benchmarks.spec import Problem, Sample
-from codeeval.benchmarks.bleu import (CodeXGlueBleu, CorpusBleu, codexglue_bleu, corpus_bleu, nist_normalize,
-                           sentence_bleu, split_puncts, tokenize_13a)
+from codeeval.benchmarks.bleu import (
+    CodeXGlueBleu,
+    CorpusBleu,
+    codexglue_bleu,
+    corpus_bleu,
+    nist_normalize,
+    sentence_bleu,
+    split_puncts,
+    tokenize_13a,
+)
 from codeeval.benchmarks.metrics import METRICS
+from codeeval.benchmarks.spec import Problem, Sample
 
 HYPS = ["x = sorted(a, key=len)", "os.remove(path)"]
 REFS = ["x = sorted(a, key=lambda s: len(s))", "os.remove(file_path)"]

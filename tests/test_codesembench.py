@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from codeeval.benchmarks import codesembench, codesembench_score as score
+from codeeval.benchmarks import codesembench
+from codeeval.benchmarks import codesembench_score as score
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Sample
 from codeeval.core.errors import UsageError

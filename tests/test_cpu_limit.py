@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
 from docker_env import busy_cores, ensure_images, humaneval_programs, mbpp_programs, unstretched
 
 from codeeval.executors import docker_sandbox as ds

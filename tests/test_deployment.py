@@ -15,9 +15,18 @@ import time
 from pathlib import Path
 
 import pytest
-
-from team_server import (CHROMIUM, REPO, STOP_S, Server, chromium_click, chromium_page, copy_checkout, free_port,
-                         start_postgres, wait_http)
+from team_server import (
+    CHROMIUM,
+    REPO,
+    STOP_S,
+    Server,
+    chromium_click,
+    chromium_page,
+    copy_checkout,
+    free_port,
+    start_postgres,
+    wait_http,
+)
 
 DATABASES = ["sqlite", "postgresql"]
 

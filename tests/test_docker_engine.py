@@ -14,11 +14,10 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 import docker
-
+import pytest
 from docker_env import ensure_images
+
 from codeeval.executors import docker_sandbox as ds
 from codeeval.executors import engine
 from codeeval.executors.base import PASSED, Program

@@ -11,15 +11,19 @@ import threading
 import time
 
 import pytest
-
 from docker_env import (
+    REPO,
+    container_ids,
+    ensure_images,
+    humaneval_programs,
+    our_containers,
+    processes_in,
     unstretched,
-    REPO, container_ids, ensure_images, humaneval_programs, our_containers, processes_in,
 )
 
+from codeeval.executors import docker_sandbox as ds
 from codeeval.executors import images, open_sandbox
 from codeeval.executors.base import FAILED, PASSED, SANDBOX_ERROR, TIMEOUT, Limits, Program
-from codeeval.executors import docker_sandbox as ds
 
 
 @pytest.fixture(scope="module")

@@ -14,16 +14,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from docker_env import REPO
 
 from codeeval.benchmarks import ds1000
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Problem, Sample, Verdict
 from codeeval.core.errors import UsageError
-from codeeval.pipeline.execute import execute_rows, verdict_of
 from codeeval.executors.docker_sandbox import DockerSandbox
 from codeeval.executors.images import ds1000_image
+from codeeval.pipeline.execute import execute_rows, verdict_of
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LIBS = ("Pandas", "Numpy", "Matplotlib", "Tensorflow", "Scipy", "Sklearn", "Pytorch")

@@ -4,15 +4,14 @@ atol, special oracles), the expected-output cache, and bigcode's one-program mod
 from __future__ import annotations
 
 import pytest
-
 from docker_env import ensure_images
 
 from codeeval.benchmarks import evalplus_judge
 from codeeval.benchmarks.mbppplus_inputs import deserialize
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
-from codeeval.pipeline.execute import execute_rows, verdict_of
 from codeeval.executors.docker_sandbox import DockerSandbox
+from codeeval.pipeline.execute import execute_rows, verdict_of
 
 PASS, WRONG, RAISED, TIMED_OUT, NOT_RUN = 1, 0, -1, -2, -3
 

@@ -17,8 +17,7 @@ def flow_run_tasks(flow_name: str, config=None) -> tuple[dict, dict]:
     """The latest flow run called `flow_name-<short run id>`: {task run name: task run},
     {task run name: [artifacts]}, and the artifacts of the flow run itself under "" ."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (ArtifactFilter, ArtifactFilterFlowRunId, FlowRunFilter,
-                                                FlowRunFilterName)
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, FlowRunFilter, FlowRunFilterName
     from prefect.client.schemas.sorting import FlowRunSort
 
     with get_client(sync_client=True) as client:
@@ -94,9 +93,9 @@ def test_a_model_that_fails_to_load_fails_its_shards_once_and_the_ui_shows_why(p
 def test_an_engine_that_does_not_answer_is_retried_then_fails_the_shard(prefect_api, data_dir, tmp_path,
                                                                         monkeypatch):
     """The Docker engine unreachable (DOCKER_HOST names no socket): infrastructure, retried."""
-    from codeeval.pipeline.config import RunConfig
     from codeeval.core.errors import RunFailed
     from codeeval.flows.evaluate import evaluate
+    from codeeval.pipeline.config import RunConfig
 
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
     config = RunConfig(model="reference", tasks=["humaneval"], limit=2, allow_code_execution=True,

@@ -5,7 +5,6 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-
 from docker_env import busy_cores
 
 from codeeval.cli import main

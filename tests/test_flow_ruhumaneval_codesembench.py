@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
-
 from test_codesembench import mock_llm
 
 from codeeval.benchmarks import codesembench_score

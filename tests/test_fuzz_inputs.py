@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from codeeval.benchmarks.data import encodable
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Problem, dataset_prompt
-from codeeval.pipeline.config import RunConfig
 from codeeval.core.errors import UsageError
 from codeeval.generation.replay import parse
+from codeeval.pipeline.config import RunConfig
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

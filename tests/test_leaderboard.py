@@ -48,8 +48,8 @@ def test_missing_results_is_a_usage_error(tmp_path, capsys):
 def test_a_first_night_where_every_model_failed_still_lists_them_with_their_cause(tmp_path):
     """No previous leaderboard and no score at all: the page names each model, its whole cause,
     its tasks as `failed`, and a trend of one night with no point; the parquet keeps the rows."""
-    from codeeval.pipeline import leaderboard_html, nightly
     from codeeval.core.errors import RunFailed
+    from codeeval.pipeline import leaderboard_html, nightly
 
     error = RunFailed("1 shards failed (...):\n  generate-mbpp-shard-000: OSError: no such file\n  not run: score-mbpp")
     cause = nightly.failure_cause(error)

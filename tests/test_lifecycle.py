@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from docker_env import containers_of, ensure_images
 
 N_PROBLEMS, SHARD = 12, 2
@@ -167,17 +166,17 @@ def test_a_stopped_run_leaves_nothing_behind_and_resumes(workload, data_dir, sig
 
 
 def test_half_written_files_of_dead_writers_are_swept(tmp_path):
-    from codeeval.core import artifacts
+    from codeeval.core import artifacts, files
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
-    stale = tmp_path / "t" / "executions" / f".shard-00001.parquet.{dead}.12345678{artifacts.TMP_SUFFIX}"
-    live = tmp_path / "t" / "executions" / f".shard-00002.parquet.{os.getpid()}.abcdefgh{artifacts.TMP_SUFFIX}"
+    stale = tmp_path / "t" / "executions" / f".shard-00001.parquet.{dead}.12345678{files.TMP_SUFFIX}"
+    live = tmp_path / "t" / "executions" / f".shard-00002.parquet.{os.getpid()}.abcdefgh{files.TMP_SUFFIX}"
     for path in (stale, live):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"half")
     artifacts.write_json(tmp_path / "t" / "metrics.json", {"ok": 1})
-    assert artifacts.sweep_partial(tmp_path) == [stale]
+    assert files.sweep_partial(tmp_path) == [stale]
     assert live.exists() and not stale.exists() and (tmp_path / "t" / "metrics.json").exists()
 
 
@@ -185,6 +184,7 @@ def test_a_finished_shard_is_recognised_by_its_key(tmp_path):
     """A kill between a shard's rename and Prefect's cache record must not make the next run
     redo the shard: the file itself says which inputs it was written for."""
     import pyarrow as pa
+
     from codeeval.core import artifacts
 
     schema = pa.schema([("task_id", pa.string())])

@@ -2,9 +2,9 @@ from math import comb
 
 import pytest
 
-from codeeval.core.errors import UsageError
-from codeeval.benchmarks.spec import Sample, Verdict
 from codeeval.benchmarks.metrics import PassAtK, pass_at_k, resolve_ks
+from codeeval.benchmarks.spec import Sample, Verdict
+from codeeval.core.errors import UsageError
 
 
 @pytest.mark.parametrize("n,c,k", [(5, 2, 1), (10, 3, 2), (20, 5, 10), (7, 0, 3), (7, 7, 3), (200, 13, 100)])

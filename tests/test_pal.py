@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from docker_env import ensure_images
 
 from codeeval.benchmarks import pal
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Sample
-from codeeval.pipeline.execute import execute_rows, verdict_of
 from codeeval.executors.docker_sandbox import DockerSandbox
+from codeeval.pipeline.execute import execute_rows, verdict_of
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from docker_env import ensure_images
 
 from codeeval.benchmarks.spec import Problem

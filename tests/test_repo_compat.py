@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from repo_fixtures import write_data, write_mini_tree
+
 from codeeval.benchmarks.registry import TASKS
 from codeeval.benchmarks.repo_level import make
 from codeeval.benchmarks.repo_truncate import CL100K_SHA256, gpt4_encoding
 from codeeval.benchmarks.spec import LoadOptions
-from repo_fixtures import write_data, write_mini_tree
 
 
 def _ecb_tree(tmp_path: Path, monkeypatch, above: str = "import time\n", below: str = "") -> LoadOptions:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
-from codeeval.cli import main
 from docker_env import ensure_images
 from repo_fixtures import write_data, write_env_tree
+
+from codeeval.cli import main
 
 MISSING = "codeeval-no-such-distribution-zz"
 
@@ -95,9 +95,10 @@ def test_repo_envs_report(env_tree, capsys):
 def test_a_legacy_journal_in_the_tree_is_replayed_and_removed(tmp_path):
     """An earlier version kept its journal (and lock files) in the tree: a file a killed run of it
     left patched is restored, and the tree is as it was before that run."""
+    from repo_fixtures import write_mini_tree
+
     from codeeval.executors.repo.jobs import recover_project
     from codeeval.executors.repo.patch import LEGACY_DIR
-    from repo_fixtures import write_mini_tree
 
     root = tmp_path / "Source_Code"
     write_mini_tree(root)

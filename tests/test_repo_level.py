@@ -14,16 +14,18 @@ import time
 from pathlib import Path
 
 import pytest
+from docker_env import containers_of, ensure_images
+from repo_fixtures import MINI_UTIL, write_data, write_mini_tree
 
 from codeeval.benchmarks import repo_post
 from codeeval.benchmarks.repo_level import make
 from codeeval.benchmarks.spec import LoadOptions
 from codeeval.executors.repo.jobs import RepoJob, RepoRun
+from codeeval.executors.repo.lock import limit_name
 from codeeval.executors.repo.patch import Journal, RestoreFailed, patched_text, sha256
 from codeeval.executors.repo.testrun import TestRunner
 from codeeval.generation import replay
-from docker_env import containers_of, ensure_images
-from repo_fixtures import MINI_UTIL, write_data, write_mini_tree
+from codeeval.tasks import slots
 
 HERE = Path(__file__).resolve().parent
 
@@ -155,7 +157,7 @@ def test_mini_repo_verdicts_in_docker(tmp_path, runner, monkeypatch):
             calls.append(args[3])
             return super().run(*args, **kw)
 
-    out = {o.key: o for o in RepoRun(Counting("docker", image=runner.image), prefect_lock=False).run(jobs)}
+    out = {o.key: o for o in RepoRun(Counting("docker", image=runner.image)).run(jobs)}
     assert {k: o.status for k, o in out.items()} == {
         "right": "passed", "wrong": "failed", "syntax": "failed", "timeout": "timeout", "empty": "failed",
         "right-again": "passed", "method": "passed", "other-repo": "passed", "litter": "passed"}
@@ -178,6 +180,8 @@ sys.path.insert(0, sys.argv[3])
 from repo_fixtures import MINI_UTIL
 from codeeval.executors.repo.jobs import RepoJob, RepoRun
 from codeeval.executors.repo.testrun import TestRunner
+from codeeval.executors.repo.lock import limit_name
+from codeeval.tasks import slots
 import json
 rec = json.loads(sys.argv[2])
 root = Path(sys.argv[1])
@@ -187,9 +191,11 @@ def die(job):
 from prefect import flow
 @flow
 def hold():
-    RepoRun(TestRunner("local"), prefect_lock=True, on_patched=die).run([RepoJob(
-        key="k", code="    return 0\n", source_root=str(root), project_path=rec["project_path"],
-        file=rec["completion_path"], body_position=tuple(rec["body_position"]), indent=4, tests=tuple(rec["tests"]))])
+    with slots.held([limit_name(rec["project_path"])]):
+        RepoRun(TestRunner("local"), on_patched=die).run([RepoJob(
+            key="k", code="    return 0\n", source_root=str(root), project_path=rec["project_path"],
+            file=rec["completion_path"], body_position=tuple(rec["body_position"]), indent=4,
+            tests=tuple(rec["tests"]))])
 hold()
 """
 
@@ -200,7 +206,6 @@ def test_sigkill_while_patched_is_recovered_and_its_slot_released(prefect_api, t
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL
 
-    from codeeval.executors.repo.lock import limit_name
 
     monkeypatch.setenv("CODEEVAL_CACHE", str(tmp_path / "cache"))
     root = tmp_path / "Source_Code"
@@ -219,8 +224,9 @@ def test_sigkill_while_patched_is_recovered_and_its_slot_released(prefect_api, t
 
     @flow
     def again():
-        run = RepoRun(runner, prefect_lock=True)
-        return run.run([job(clamp, "    return max(lo_, min(x, hi))\n", root, "k")]), run.restored
+        run = RepoRun(runner)
+        with slots.held([limit_name("Utilities/mini")]):
+            return run.run([job(clamp, "    return max(lo_, min(x, hi))\n", root, "k")]), run.restored
 
     started = time.monotonic()
     outcomes, restored = again()
@@ -254,7 +260,8 @@ def test_two_repositories_run_in_parallel_each_serialized(prefect_api, tmp_path,
 
     @flow
     def one(record: dict, key: str):
-        return RepoRun(timed, prefect_lock=True).run([job(record, bodies[record["project_path"]], root, key)])
+        with slots.held([limit_name(record["project_path"])]):
+            return RepoRun(timed).run([job(record, bodies[record["project_path"]], root, key)])
 
     results = []
     threads = [threading.Thread(target=lambda r=r, k=k: results.append(one(r, k)))
@@ -303,7 +310,7 @@ def test_unbuildable_environment_is_env_error_not_a_model_failure(tmp_path, runn
     clamp, _, shout = write_mini_tree(root)
     (root / "Utilities/mini/setup.py").write_text("from setuptools import setup\n"
                                                  "setup(name='mini', install_requires=['pytest==0.0.1'])\n")
-    out = RepoRun(runner, prefect_lock=False).run([job(clamp, "    return x\n", root, "a"),
+    out = RepoRun(runner).run([job(clamp, "    return x\n", root, "a"),
                                                    job(shout, "    return s.upper() + '!'\n", root, "b")])
     assert [o.status for o in out] == ["env_error", "passed"]
     assert "pytest==0.0.1" in out[0].detail

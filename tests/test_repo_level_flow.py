@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from docker_env import ensure_images
+from repo_fixtures import write_mini_tree
 
 from codeeval.cli import main
 from codeeval.executors.repo.patch import JOURNAL_DIR, sha256
-from docker_env import ensure_images
-from repo_fixtures import write_mini_tree
 
 RELEASED = "deveval/released/without_context/{}_greedy/completion.jsonl.gz"
 # pass@1 of the released greedy files on the 21 tasks of twtxt, python-hl7 and sqlitedict

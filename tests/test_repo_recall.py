@@ -12,14 +12,14 @@ from pathlib import Path
 
 import dill
 import pytest
+from docker_env import ensure_images
 
 from codeeval.benchmarks.repo_deps import DependencyRecall
-from codeeval.cli import main
 from codeeval.benchmarks.repo_level import make
 from codeeval.benchmarks.repo_pickle import load_analyzer
 from codeeval.benchmarks.spec import LoadOptions, Sample
+from codeeval.cli import main
 from codeeval.core.errors import UsageError
-from docker_env import ensure_images
 
 CORE = '''def scale(v, k):
     return v * k
@@ -53,7 +53,8 @@ def write_analyzer(path: Path) -> None:
     sys.path.insert(0, str(STANDIN))
     try:
         from pyan_zyf_v2.analyzer import CallGraphVisitor
-        from pyan_zyf_v2.node import Flavor as F, Node as N
+        from pyan_zyf_v2.node import Flavor as F
+        from pyan_zyf_v2.node import Node as N
         core, box = "shapes/core.py", "shapes/box.py"
         m_core = N("", "shapes.core", ast.parse(CORE), core, F.MODULE)
         m_box = N("", "shapes.box", ast.parse(BOX), box, F.MODULE)

@@ -10,15 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from docker_env import ensure_images
 
 from codeeval.benchmarks import ruhumaneval
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Sample, Verdict
 from codeeval.core.errors import UsageError
-from codeeval.pipeline.execute import execute_rows, verdict_of
 from codeeval.executors.docker_sandbox import DockerSandbox
+from codeeval.pipeline.execute import execute_rows, verdict_of
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -13,9 +13,9 @@ import pytest
 
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
-from codeeval.pipeline.generate import generate_rows
 from codeeval.generation import BackendSpec, GenerationArgs
 from codeeval.generation.transformers_backend import TransformersBackend
+from codeeval.pipeline.generate import generate_rows
 
 BUDGET = 64
 FETCH = [sys.executable, str(Path(__file__).resolve().parents[1] / "scripts" / "fetch-smollm2.py")]

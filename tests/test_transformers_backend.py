@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
-from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, backend_class
 from codeeval.core.fingerprint import model_fingerprint
+from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, backend_class
 from codeeval.generation.transformers_backend import TransformersBackend
 
 STOPS = ("\ndef", "\nclass", "\nif", "\nprint", "\n#")

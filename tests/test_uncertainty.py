@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from codeeval.pipeline import uncertainty
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Problem, Sample, Verdict
+from codeeval.pipeline import uncertainty
 from codeeval.pipeline.score import score_samples
 
 REPLICATIONS = 200

@@ -19,10 +19,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from codeeval.benchmarks.apps_data import LEVELS, MALFORMED, load_records
+from codeeval.benchmarks.metrics import by_problem, pass_at_k
 from codeeval.benchmarks.spec import Execution, LoadOptions, Metric, Problem, Sample, TaskSpec, Verdict
 from codeeval.core.errors import UsageError
 from codeeval.executors.base import PASSED, SANDBOX_ERROR, TIMEOUT, Outcome, Program
-from codeeval.benchmarks.metrics import by_problem, pass_at_k
 
 HF_DATASET = "codeparrot/apps"
 HARNESS = (Path(__file__).parent / "harness" / "apps.py").read_text(encoding="utf-8")

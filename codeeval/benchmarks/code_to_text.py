@@ -17,9 +17,9 @@ import re
 from functools import partial
 
 from codeeval.benchmarks import moses
+from codeeval.benchmarks.bleu import CodeXGlueBleu
 from codeeval.benchmarks.data import check_fields, find_local, load_hf, read_jsonl
 from codeeval.benchmarks.spec import LoadOptions, Problem, Prompting, TaskSpec
-from codeeval.benchmarks.bleu import CodeXGlueBleu
 from codeeval.core.errors import UsageError
 
 HF_DATASET = "code_x_glue_ct_code_to_text"

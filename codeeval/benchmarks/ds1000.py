@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from codeeval.benchmarks.ds1000_data import HF_DATASET, LIBS, load_records
-from codeeval.benchmarks.spec import (Execution, LoadOptions, Metric, Problem, Prompting, Sample, TaskSpec,
-                                      Verdict)
+from codeeval.benchmarks.metrics import by_problem
+from codeeval.benchmarks.spec import Execution, LoadOptions, Metric, Problem, Prompting, Sample, TaskSpec, Verdict
 from codeeval.benchmarks.text import cut_at_stop
 from codeeval.executors.base import PASSED, SANDBOX_ERROR, Outcome, Program
-from codeeval.benchmarks.metrics import by_problem
 
 HARNESS = (Path(__file__).parent / "harness" / "ds1000.py").read_text(encoding="utf-8")
 STOP_WORDS = ("</code>", "# SOLUTION END")

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from codeeval.benchmarks import humaneval, mbpp
 from codeeval.benchmarks.data import check_fields, find_local, read_jsonl
 from codeeval.benchmarks.evalplus_judge import DifferentialTests, OneTestProgram, group_inputs
+from codeeval.benchmarks.metrics import PassAtK
 from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec, dataset_prompt
 from codeeval.core.errors import UsageError
-from codeeval.benchmarks.metrics import PassAtK
 
 # Special oracles: where EvalPlus does not compare outputs for equality (its _special_oracle.py).
 SPECIAL = {

@@ -19,8 +19,8 @@ from codeeval.benchmarks.harness_text import harness_text
 from codeeval.benchmarks.mbppplus_inputs import deserialize
 from codeeval.benchmarks.spec import Execution, Problem, Verdict
 from codeeval.core.cache import cache_file, read_cached, write_cached
-from codeeval.executors.base import FAILED, PASSED, SANDBOX_ERROR, TIMEOUT, Outcome, Program
 from codeeval.core.fingerprint import digest
+from codeeval.executors.base import FAILED, PASSED, SANDBOX_ERROR, TIMEOUT, Outcome, Program
 
 HARNESS = harness_text("evalplus")
 GROUPS = ("base", "plus")

@@ -4,10 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from codeeval.benchmarks.data import check_fields, find_local, read_jsonl
+from codeeval.benchmarks.metrics import PassAtK
 from codeeval.benchmarks.spec import LoadOptions, Problem, PythonTests, TaskSpec, dataset_prompt
 from codeeval.benchmarks.text import prompt_plus_cut
 from codeeval.core.errors import UsageError
-from codeeval.benchmarks.metrics import PassAtK
 
 HF_DATASET = "openai_humaneval"
 # what the task reads of each record (codeeval/benchmarks/data.py check_fields)

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from codeeval.benchmarks.data import check_fields, find_local, load_hf, read_jsonl
+from codeeval.benchmarks.metrics import PassAtK
 from codeeval.benchmarks.spec import LoadOptions, Problem, PythonTests, TaskSpec
 from codeeval.benchmarks.text import prompt_plus_cut
 from codeeval.core.errors import UsageError
-from codeeval.benchmarks.metrics import PassAtK
 
 HF_DATASET = "mbpp"
 # what the task reads of each record (codeeval/benchmarks/data.py check_fields); test_setup_code: mbpp-setup, below

@@ -13,8 +13,8 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
-from codeeval.benchmarks.spec import Metric, Problem, Sample
 from codeeval.benchmarks.bleu import CodeXGlueBleu, CorpusBleu
+from codeeval.benchmarks.spec import Metric, Problem, Sample
 from codeeval.core.errors import UsageError
 
 

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from codeeval.benchmarks.data import check_record, find_local, load_hf, read_jsonl
+from codeeval.benchmarks.metrics import PassAtK
 from codeeval.benchmarks.spec import Execution, LoadOptions, Problem, TaskSpec, Verdict, dataset_prompt
 from codeeval.benchmarks.text import prompt_plus_cut
 from codeeval.core.errors import UsageError
 from codeeval.executors.base import Outcome, Program
 from codeeval.executors.multiple.languages import LANGUAGES, UNAVAILABLE
-from codeeval.benchmarks.metrics import PassAtK
 
 HF_DATASET = "nuprl/MultiPL-E"
 LANGS = tuple(sorted([*LANGUAGES, *UNAVAILABLE]))

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from codeeval.benchmarks.data import check_fields, find_local, load_hf, read_json, read_jsonl
+from codeeval.benchmarks.metrics import AnswerAccuracy
 from codeeval.benchmarks.spec import LoadOptions, Problem, PythonTests, TaskSpec, Verdict
 from codeeval.core.errors import UsageError
 from codeeval.executors.base import PASSED, Outcome, Program
-from codeeval.benchmarks.metrics import AnswerAccuracy
 
 N_SHOTS = 8
 MARK = "# solution in Python:"

@@ -7,8 +7,20 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from codeeval.benchmarks import (apps, code_to_text, codesembench, ds1000, evalplus, humaneval, mbpp, multiple,
-                                 pal, repo_level, ruhumaneval, text_to_code)
+from codeeval.benchmarks import (
+    apps,
+    code_to_text,
+    codesembench,
+    ds1000,
+    evalplus,
+    humaneval,
+    mbpp,
+    multiple,
+    pal,
+    repo_level,
+    ruhumaneval,
+    text_to_code,
+)
 from codeeval.benchmarks.spec import TaskSpec
 from codeeval.core.errors import UsageError
 

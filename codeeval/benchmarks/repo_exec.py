@@ -1,7 +1,8 @@
 """How a repo-level sample is executed and scored: a patch job under the repository's lock.
 
-`shard_key` is the project, so an execution shard holds one repository's problems and takes
-that repository's lock once (codeeval/executors/repo/lock.py); `build` makes a `RepoJob` (file, body
+`shard_key` is the project, so an execution shard holds one repository's problems; `lock_keys`
+names that repository, whose Prefect slot the shard's task takes (codeeval/tasks/slots.py), and
+the patcher takes its host flock (codeeval/executors/repo/lock.py); `build` makes a `RepoJob` (file, body
 span, new body, test ids); `run` hands the shard's jobs to codeeval/executors/repo (patch, test,
 restore, journal) instead of the program sandbox, using the sandbox's kind (docker: the tests
 run in the execution image with the repository mounted; local: host processes).
@@ -9,6 +10,7 @@ run in the execution image with the repository mounted; local: host processes).
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,16 +18,18 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from codeeval.benchmarks.metrics import by_problem, pass_at_k
 from codeeval.benchmarks.spec import Execution, Metric, Problem, Sample, Verdict
 from codeeval.core.cache import cache_file, read_cached, write_cached
+from codeeval.core.fingerprint import digest
 from codeeval.executors.base import Outcome, Progress
-from codeeval.executors.repo.jobs import ENV_ERROR, MODES, RepoJob, RepoRun
 from codeeval.executors.repo.envs import RECIPE_VERSION, TEST_REQUIREMENTS, requirements
+from codeeval.executors.repo.jobs import ENV_ERROR, MODES, RepoJob, RepoRun
+from codeeval.executors.repo.lock import limit_name
 from codeeval.executors.repo.patch import sha256
 from codeeval.executors.repo.testrun import TestRunner
-from codeeval.core.fingerprint import digest
-from codeeval.benchmarks.metrics import by_problem, pass_at_k
 
+log = logging.getLogger(__name__)
 
 def ground_truth(problem: Problem) -> str:
     """The ground-truth body (the `reference` backend's oracle): the file's own body lines."""
@@ -33,12 +37,6 @@ def ground_truth(problem: Problem) -> str:
     path = Path(r["codeeval"]["source_root"]) / r["completion_path"]
     start, end = r["body_position"]
     return "".join(path.read_text(encoding="utf-8").splitlines(keepends=True)[start - 1:end])
-
-
-def _in_prefect_run() -> bool:
-    from prefect.context import FlowRunContext, TaskRunContext
-
-    return FlowRunContext.get() is not None or TaskRunContext.get() is not None
 
 
 def runner_for(sandbox) -> TestRunner:
@@ -57,6 +55,9 @@ class RepoExecution(Execution):
 
     def shard_key(self, problem: Problem) -> str:
         return problem.record["codeeval"]["source_root"] + "::" + problem.record["codeeval"]["project"]
+
+    def lock_keys(self, problems: Sequence[Problem]) -> tuple[str, ...]:
+        return tuple(sorted({limit_name(p.record["codeeval"]["project"]) for p in problems}))
 
     def build(self, problem: Problem, completion: str, prepared: Any = None) -> RepoJob:
         r = problem.record
@@ -86,16 +87,13 @@ class RepoExecution(Execution):
         return {t: json.loads(v) for t, v in found.items() if v is not None}
 
     def run(self, programs: Sequence[RepoJob], sandbox, progress: Progress = None) -> list[Outcome]:
-        in_prefect = _in_prefect_run()
-        run = RepoRun(runner_for(sandbox), prefect_lock=in_prefect)
+        run = RepoRun(runner_for(sandbox))
         outcomes = run.run(programs, progress)
-        if (run.restored or run.env_errors) and in_prefect:  # shown in the Prefect UI beside the shard
-            from prefect import get_run_logger
-
-            if run.restored:
-                get_run_logger().warning("restored from the journal of a killed run: %s", ", ".join(run.restored))
-            for line in run.env_errors:  # one line naming the package and why; the tasks are env_error
-                get_run_logger().warning("%s (its tasks are env_error, not model failures)", line)
+        # warnings of the shard's thread reach its Prefect run log (tasks/shards.py)
+        if run.restored:
+            log.warning("restored from the journal of a killed run: %s", ", ".join(run.restored))
+        for line in run.env_errors:  # one line naming the package and why; the tasks are env_error
+            log.warning("%s (its tasks are env_error, not model failures)", line)
         return outcomes
 
     def judge(self, problem: Problem, outcome: Outcome, prepared: Any = None) -> Verdict:

@@ -19,10 +19,14 @@ from pathlib import Path
 from codeeval.benchmarks import repo_post
 from codeeval.benchmarks.repo_deps import DependencyRecall
 from codeeval.benchmarks.repo_exec import RepoExecution, RepoPassAtK, ground_truth
-from codeeval.benchmarks.repo_truncate import truncate_elements
 from codeeval.benchmarks.repo_sources import (
-    dependency_root_setting, project_root, read_data, read_prompt_elements, source_root_setting,
+    dependency_root_setting,
+    project_root,
+    read_data,
+    read_prompt_elements,
+    source_root_setting,
 )
+from codeeval.benchmarks.repo_truncate import truncate_elements
 from codeeval.benchmarks.spec import LoadOptions, Problem, Prompting, TaskSpec
 from codeeval.core.errors import UsageError
 from codeeval.executors.repo.jobs import recover_project

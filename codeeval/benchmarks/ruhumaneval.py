@@ -24,11 +24,11 @@ from typing import Any, Optional
 
 from codeeval.benchmarks.data import read_json, read_jsonl
 from codeeval.benchmarks.harness_text import harness_text
+from codeeval.benchmarks.metrics import PassAtK
 from codeeval.benchmarks.spec import Execution, LoadOptions, Problem, Prompting, TaskSpec, Verdict
 from codeeval.benchmarks.text import cut_at_stop
 from codeeval.core.errors import UsageError
 from codeeval.executors.base import FAILED, PASSED, SANDBOX_ERROR, TIMEOUT, Outcome, Program
-from codeeval.benchmarks.metrics import PassAtK
 
 HF_DATASET = "MERA-evaluation/MERA"
 STOP_WORDS = ("\nclass", "\ndef", "\n#", "\nif", "\nprint")

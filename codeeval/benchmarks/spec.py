@@ -83,6 +83,11 @@ class Execution(abc.ABC):
         shard, so that a per-repository lock serializes them). None: no constraint."""
         return None
 
+    def lock_keys(self, problems: Sequence[Problem]) -> tuple[str, ...]:
+        """Names of what a shard of `problems` must hold alone, across hosts (repo-level: its
+        repository). The orchestration (tasks/shards.py) takes them; the library only names them."""
+        return ()
+
     def prepare(self, problems: Sequence[Problem], sandbox) -> Mapping[str, Any]:
         return {}
 

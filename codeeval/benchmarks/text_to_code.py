@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from codeeval.benchmarks.bleu import CorpusBleu
 from codeeval.benchmarks.data import check_fields, check_record, find_local, load_hf, read_json, read_jsonl
 from codeeval.benchmarks.spec import LoadOptions, Problem, Prompting, TaskSpec
 from codeeval.benchmarks.text import cut_at_stop
-from codeeval.benchmarks.bleu import CorpusBleu
 from codeeval.core.errors import UsageError
 
 PAD = " " * 19  # the indentation the backslash-continued f-string carries into the prompt

@@ -15,8 +15,6 @@ a leaderboard served by any web server, a run on a shared path, are readable by 
 from __future__ import annotations
 
 import json
-import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -24,8 +22,7 @@ from typing import Any, Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from codeeval.core import storage
-from codeeval.benchmarks.spec import Problem
+from codeeval.core import files, storage
 
 PROBLEMS_SCHEMA = pa.schema([
     ("task_id", pa.string()), ("index", pa.int64()), ("prompt", pa.string()),
@@ -44,8 +41,6 @@ EXECUTIONS_SCHEMA = pa.schema([
     ("score", pa.float64()),
 ])
 
-
-TMP_SUFFIX = ".partial"
 
 
 @dataclass(frozen=True)
@@ -77,52 +72,12 @@ class RunLayout:
 
 
 def write_atomically(path: Path, write, publish: bool = True) -> Path:
-    """`write(tmp)` into a temporary file beside `path`, renamed into place; then put in the
-    fsspec store (when CODEEVAL_STORAGE is a URL) unless `publish` is False (a fetched copy)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _create_temporary(path)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """`files.write_atomically`, then put in the fsspec store (when CODEEVAL_STORAGE is a URL)
+    unless `publish` is False."""
+    files.write_atomically(path, write)
     if publish:
         storage.publish(path)
     return path
-
-
-def _create_temporary(path: Path) -> str:
-    """An empty new file beside `path`, mode 0666 less the umask (tempfile.mkstemp's are 0600 whatever
-    the umask; reading the umask with os.umask would change it for a moment for every thread)."""
-    while True:
-        tmp = str(path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}")
-        try:
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            return tmp
-        except FileExistsError:
-            continue
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def sweep_partial(root: Path) -> list[Path]:
-    """Remove temporary files that a killed run left under `root` (their writer is gone)."""
-    removed = []
-    for tmp in root.rglob(f".*{TMP_SUFFIX}") if root.is_dir() else ():
-        parts = tmp.name[:-len(TMP_SUFFIX)].split(".")  # "", name..., pid, random
-        if len(parts) >= 4 and parts[-2].isdigit() and not _pid_alive(int(parts[-2])):
-            tmp.unlink(missing_ok=True)
-            removed.append(tmp)
-    return removed
 
 
 KEY_FIELD = b"codeeval.key"
@@ -151,11 +106,9 @@ def read_rows(path: Path) -> list[dict]:
 
 
 def write_bytes(path: Path, data: bytes) -> Path:
-    def write(tmp: str) -> None:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-
-    return write_atomically(path, write)
+    files.write_bytes(path, data)
+    storage.publish(path)
+    return path
 
 
 def write_json(path: Path, data: Any) -> Path:
@@ -165,17 +118,3 @@ def write_json(path: Path, data: Any) -> Path:
             fh.write("\n")
 
     return write_atomically(path, write)
-
-
-def problems_rows(problems: Iterable[Problem], counts: Mapping[str, int]) -> list[dict]:
-    return [
-        {"task_id": p.task_id, "index": p.index, "prompt": p.prompt,
-         "record": json.dumps(p.record, ensure_ascii=False), "n_samples": counts[p.task_id]}
-        for p in problems
-    ]
-
-
-def read_problems(path: Path) -> tuple[list[Problem], dict[str, int]]:
-    rows = read_rows(path)
-    problems = [Problem(r["task_id"], r["index"], r["prompt"], json.loads(r["record"])) for r in rows]
-    return problems, {r["task_id"]: r["n_samples"] for r in rows}

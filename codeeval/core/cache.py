@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from codeeval.core import files
+
 
 def cache_root() -> Path:
     root = os.environ.get("CODEEVAL_CACHE")
@@ -26,7 +28,5 @@ def read_cached(path: Path) -> Optional[bytes]:
 
 def write_cached(path: Path, data: bytes) -> bytes:
     """Written atomically (a reader never sees half a file); returns `data`."""
-    from codeeval.core.artifacts import write_bytes
-
-    write_bytes(path, data)
+    files.write_bytes(path, data)
     return data

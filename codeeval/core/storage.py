@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from codeeval.core import files
 from codeeval.core.cache import cache_root
 from codeeval.core.fingerprint import digest
 
@@ -74,9 +75,7 @@ def fetch(path: Path) -> Path:
     fs, key = remote
     if not fs.exists(key):
         return path
-    from codeeval.core.artifacts import write_atomically  # (artifacts imports this module)
-
-    return write_atomically(path, lambda tmp: fs.get_file(key, tmp), publish=False)
+    return files.write_atomically(path, lambda tmp: fs.get_file(key, tmp))
 
 
 def run_dir(run_id: str) -> Path:

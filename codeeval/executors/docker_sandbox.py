@@ -32,10 +32,16 @@ from typing import Optional, Sequence
 
 from codeeval.executors import engine, images
 from codeeval.executors.base import (
-    SANDBOX_ERROR, Limits, Outcome, Program, Progress, Sandbox, classify,
+    SANDBOX_ERROR,
+    Limits,
+    Outcome,
+    Program,
+    Progress,
+    Sandbox,
+    classify,
 )
-from codeeval.executors.engine import SandboxUnavailable, check_available  # noqa: F401 - the sandbox's API
 from codeeval.executors.docker_worker import WorkerDied, _Worker  # noqa: F401 - ditto
+from codeeval.executors.engine import SandboxUnavailable, check_available  # noqa: F401 - the sandbox's API
 from codeeval.executors.owners import LABEL, OWNER_LABEL, _owner_id, sweep_stale  # noqa: F401 - ditto
 
 MAX_START_FAILURES = 4

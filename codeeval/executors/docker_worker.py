@@ -9,15 +9,11 @@ import select
 import struct
 import time
 import uuid
-from typing import TYPE_CHECKING
 
 from codeeval.executors import cputime
 from codeeval.executors.attached import Attached, StartFailed
-from codeeval.executors.base import Program, rlimit_spec, safe_name
+from codeeval.executors.base import Program, Sandbox, rlimit_spec, safe_name
 from codeeval.executors.owners import LABEL, OWNER_LABEL
-
-if TYPE_CHECKING:
-    from codeeval.executors.docker_sandbox import DockerSandbox
 
 SERVER = "/opt/codeeval/docker_server.py"
 FIRST_UID = 10000  # the image has users sandbox0..127 = uid 10000..10127
@@ -31,7 +27,7 @@ class WorkerDied(Exception):
 class _Worker:
     """One container, attached, speaking the server's protocol."""
 
-    def __init__(self, sandbox: "DockerSandbox", slot: int):
+    def __init__(self, sandbox: "Sandbox", slot: int):
         self.sandbox = sandbox
         self.name = f"codeeval-{os.getpid()}-{uuid.uuid4().hex[:8]}-{slot}"
         uid = FIRST_UID + slot % N_UIDS

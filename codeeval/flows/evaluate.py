@@ -15,25 +15,30 @@ from pathlib import Path
 
 from prefect import allow_failure, flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
+from prefect.settings import PREFECT_UI_URL
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from codeeval.core import artifacts, storage
-
-from codeeval.pipeline import failures
 from codeeval.benchmarks.registry import get_task
-from codeeval.pipeline.config import RunConfig
+from codeeval.core import artifacts, files, storage
 from codeeval.core.contracts import PlannedTask, Reuse
 from codeeval.core.errors import RunFailed
-from codeeval.executors.pool import POOL
 from codeeval.core.fingerprint import code_version, digest
+from codeeval.executors.pool import POOL
+from codeeval.flows.stages import EXECUTE, GENERATE, StageFailed, remote_shard, use_deployments
 from codeeval.generation import backend_class, devices
 from codeeval.generation.base import GenerationArgs
+from codeeval.pipeline import failures
+from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.plan import backend_spec, check, sandbox_spec
 from codeeval.pipeline.publish import publish
-from codeeval.pipeline.summary import (ShardFailure, failure_message, results_table, run_link, summary_line,
-                              summary_markdown)
-from codeeval.flows.stages import EXECUTE, GENERATE, StageFailed, remote_shard, use_deployments
+from codeeval.pipeline.summary import ShardFailure, failure_message, results_table, summary_line, summary_markdown
 from codeeval.tasks.shards import KEPT, SKIPPED, execute_shard, generate_shard, load_problems, score_task
+
+
+def run_link(kind: str, run_id: str) -> str:
+    """The UI page of a `task-run` or `flow-run` (PREFECT_UI_URL), else the bare id."""
+    base = PREFECT_UI_URL.value()
+    return f"{base.rstrip('/')}/runs/{kind}/{run_id}" if base else f"{kind} {run_id}"
 
 
 def _after(previous) -> list:
@@ -94,7 +99,7 @@ def _evaluate(config: RunConfig) -> dict:
     log = get_run_logger()
     check(config)
     layout = artifacts.RunLayout(config.run_dir.resolve())
-    for partial in artifacts.sweep_partial(layout.root):
+    for partial in files.sweep_partial(layout.root):
         log.info("removed %s, left half-written by a killed run", partial)
     version = code_version()
     backend = backend_spec(config)

@@ -17,10 +17,9 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from codeeval.core import artifacts
-
-from codeeval.pipeline import leaderboard_charts, leaderboard_html, nightly
 from codeeval.core.errors import RunFailed
 from codeeval.flows.evaluate import evaluate
+from codeeval.pipeline import leaderboard_charts, leaderboard_html, nightly
 from codeeval.pipeline.plan import check
 
 

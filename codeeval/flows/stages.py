@@ -20,9 +20,9 @@ from prefect import flow, get_run_logger, task
 from prefect.states import Completed
 
 from codeeval.core import artifacts, storage
+from codeeval.core.fingerprint import digest, file_digest
 from codeeval.executors import SandboxSpec
 from codeeval.executors.pool import POOL
-from codeeval.core.fingerprint import digest, file_digest
 from codeeval.generation import BackendSpec, devices
 from codeeval.tasks.shards import KEPT, _skipped, execute_shard, generate_shard
 

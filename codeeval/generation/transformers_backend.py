@@ -33,11 +33,11 @@ from typing import Optional, Sequence
 import torch
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
+from codeeval.core.fingerprint import model_fingerprint
 from codeeval.generation import chat, model_source
 from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress, token_budget
 from codeeval.generation.requests import Job, Renderer, plan_jobs
 from codeeval.generation.seeds import sample_seed, uniform
-from codeeval.core.fingerprint import model_fingerprint
 
 log = logging.getLogger(__name__)
 

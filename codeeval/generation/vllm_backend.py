@@ -22,11 +22,11 @@ import os
 from typing import Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
+from codeeval.core.fingerprint import model_fingerprint
 from codeeval.generation import model_source
 from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress, token_budget
 from codeeval.generation.requests import Job, Renderer, plan_jobs
 from codeeval.generation.seeds import sample_seed
-from codeeval.core.fingerprint import model_fingerprint
 
 log = logging.getLogger(__name__)
 

@@ -24,12 +24,12 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from codeeval.core import artifacts
-
-from codeeval.pipeline import uncertainty
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import Metric, Problem, Sample, TaskSpec
+from codeeval.core import artifacts
 from codeeval.core.errors import UsageError
+from codeeval.pipeline import uncertainty
+from codeeval.pipeline.problems import read_problems
 from codeeval.pipeline.score import primary_key, samples_of
 
 RESAMPLES = 1000  # paired bootstrap draws: p-values down to 1/1001
@@ -84,7 +84,7 @@ def bootstrap_p(replicates: np.ndarray, observed: float) -> float:
 
 def load_side(root: Path, task: str, spec: TaskSpec) -> Side:
     layout = artifacts.RunLayout(root)
-    problems, _ = artifacts.read_problems(layout.problems(task))
+    problems, _ = read_problems(layout.problems(task))
     known = {p.task_id for p in problems}
 
     def rows_of(folder: str) -> list[tuple[Path, dict]]:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Optional
 
-from codeeval.pipeline.leaderboard_charts import bars, esc as _esc, trend
+from codeeval.pipeline.leaderboard_charts import bars, trend
+from codeeval.pipeline.leaderboard_charts import esc as _esc
 
 SCRIPT = """
 function sortBy(table, col, asc) {

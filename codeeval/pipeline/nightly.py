@@ -29,11 +29,10 @@ from typing import Any, Iterable, Optional
 import pyarrow as pa
 
 from codeeval.core import artifacts
-
-from codeeval.pipeline import failures
-from codeeval.pipeline.config import RunConfig
 from codeeval.core.errors import RunFailed, UsageError
 from codeeval.generation.base import GenerationArgs
+from codeeval.pipeline import failures
+from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.leaderboard import primary
 
 LEADERBOARD_SCHEMA = pa.schema([

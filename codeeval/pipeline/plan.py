@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from codeeval.benchmarks.metrics import resolve_ks
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec
-from codeeval.pipeline.config import BACKENDS, EXECUTORS, RunConfig
 from codeeval.core.errors import UsageError
 from codeeval.executors import Limits, SandboxSpec
 from codeeval.generation import BackendSpec, backend_class, model_source
-from codeeval.benchmarks.metrics import resolve_ks
+from codeeval.pipeline.config import BACKENDS, EXECUTORS, RunConfig
 
 
 @dataclass(frozen=True)

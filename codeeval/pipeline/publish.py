@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from codeeval import __version__
-
 from codeeval.core import artifacts
-from codeeval.pipeline.config import RunConfig
 from codeeval.core.contracts import PlannedTask, Reuse, TaskScore
+from codeeval.pipeline.config import RunConfig
+from codeeval.pipeline.problems import read_problems
 
 
 def recorded_config(config: RunConfig) -> dict:
@@ -49,7 +49,7 @@ def save_bigcode_generations(config: RunConfig, layout: artifacts.RunLayout, nam
                              n_shards: int) -> Path:
     """`<save_generations_path stem>_<task>.json`: one list of programs per problem, the format
     --load_generations_path reads back (bigcode's --save_generations)."""
-    problems, _ = artifacts.read_problems(layout.problems(name))
+    problems, _ = read_problems(layout.problems(name))
     by_task: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for i in range(n_shards):
         for row in artifacts.read_rows(layout.generations(name, i)):

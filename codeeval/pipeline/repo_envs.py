@@ -53,7 +53,7 @@ def report(task: str, data_dir: Optional[Path], source_code_root: Optional[Path]
         passed = None
         if env == "built":
             jobs = [replace(execution.build(p, ground_truth(p)), key=p.task_id) for p in group]
-            outcomes = RepoRun(runner, prefect_lock=False).run(jobs)
+            outcomes = RepoRun(runner).run(jobs)
             if any(o.status == ENV_ERROR for o in outcomes):
                 env = next(o.detail for o in outcomes if o.status == ENV_ERROR).split(": ", 1)[-1]
             else:

@@ -4,9 +4,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Optional, Sequence
 
-from codeeval.pipeline import uncertainty
 from codeeval.benchmarks.spec import Problem, Sample, TaskSpec
 from codeeval.core.contracts import TaskScore
+from codeeval.pipeline import uncertainty
 from codeeval.pipeline.execute import verdict_of
 
 

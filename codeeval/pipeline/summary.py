@@ -25,14 +25,6 @@ class ShardFailure:
         return f"{self.run_name}: {self.cause}{warned}"
 
 
-def run_link(kind: str, run_id: str) -> str:
-    """The UI page of a `task-run` or `flow-run` (PREFECT_UI_URL), else the bare id."""
-    from prefect.settings import PREFECT_UI_URL
-
-    base = PREFECT_UI_URL.value()
-    return f"{base.rstrip('/')}/runs/{kind}/{run_id}" if base else f"{kind} {run_id}"
-
-
 def failure_message(root: str, failed: Sequence[ShardFailure], skipped: Sequence[str]) -> str:
     """The RunFailed text: each failed shard's root cause on its own line."""
     lines = [f"{len(failed)} shards failed (a re-run retries only those; `codeeval inspect {root}` "

@@ -7,6 +7,8 @@ the shard's inputs (`cache_key` parameter) and a run name like
 from __future__ import annotations
 
 import contextlib
+import logging
+import threading
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,22 +18,22 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.states import Completed
 
-from codeeval.core import artifacts, storage
-
-from codeeval.pipeline import failures
 from codeeval.benchmarks.registry import get_task
-from codeeval.pipeline.config import RunConfig
+from codeeval.core import artifacts, storage
 from codeeval.core.contracts import PlannedTask, TaskScore
-from codeeval.pipeline.execute import execute_rows
+from codeeval.core.fingerprint import digest, file_digest
+from codeeval.core.progress import progress_bar
 from codeeval.executors import SandboxSpec
 from codeeval.executors.pool import POOL
-from codeeval.core.fingerprint import digest, file_digest
-from codeeval.pipeline.generate import generate_rows
 from codeeval.generation import BackendSpec, open_backend
+from codeeval.pipeline import failures
+from codeeval.pipeline.config import RunConfig
+from codeeval.pipeline.execute import execute_rows
+from codeeval.pipeline.generate import generate_rows
 from codeeval.pipeline.plan import plan_task
-from codeeval.core.progress import progress_bar
+from codeeval.pipeline.problems import problems_rows, read_problems
 from codeeval.pipeline.score import samples_of, score_samples
-
+from codeeval.tasks import slots
 
 KEPT = "kept: written by an earlier run"
 
@@ -88,6 +90,30 @@ def _run_name(name: str, stage: str, out_path: str) -> str:
     return task_run.name or f"{stage}-{name}-shard-{int(Path(out_path).stem.rsplit('-', 1)[1]):03d}"
 
 
+class _Forward(logging.Handler):
+    """Warnings of codeeval's library loggers, logged in this thread, into the task run's log (the
+    library below tasks/ knows nothing of Prefect; the UI shows them beside the shard)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.thread = threading.get_ident()
+        self.run_logger = get_run_logger()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread == self.thread:
+            self.run_logger.log(record.levelno, "%s", record.getMessage())
+
+
+@contextlib.contextmanager
+def _to_run_log() -> Iterator[None]:
+    handler, library = _Forward(), logging.getLogger("codeeval")
+    library.addHandler(handler)
+    try:
+        yield
+    finally:
+        library.removeHandler(handler)
+
+
 @contextlib.contextmanager
 def _reported(name: str, stage: str, out_path: str, run_id: str, samples, inputs: dict[str, str]) -> Iterator[None]:
     """A raising shard leaves an error record beside the run's files (its root cause and the last
@@ -96,7 +122,7 @@ def _reported(name: str, stage: str, out_path: str, run_id: str, samples, inputs
     out = Path(out_path)
     shard = int(out.stem.rsplit("-", 1)[1])
     path = failures.error_path(out.parent.parent.parent, name, stage, shard)
-    with failures.decisive_log() as warnings:
+    with failures.decisive_log() as warnings, _to_run_log():
         try:
             yield
         except Exception as exc:
@@ -115,7 +141,7 @@ def _reported(name: str, stage: str, out_path: str, run_id: str, samples, inputs
 def load_problems(config: RunConfig, name: str, out_path: str) -> PlannedTask:
     """Not cached: loading is cheap, and a changed data file must reach the shard keys."""
     plan = plan_task(config, name)
-    artifacts.write_table(Path(out_path), artifacts.problems_rows(plan.problems, plan.counts),
+    artifacts.write_table(Path(out_path), problems_rows(plan.problems, plan.counts),
                           artifacts.PROBLEMS_SCHEMA)
     get_run_logger().info("%s: %d problems, %d samples, %d shards", name, len(plan.problems),
                           sum(plan.counts.values()), len(plan.shards))
@@ -130,7 +156,7 @@ def generate_shard(name: str, problems_path: str, start: int, stop: int, backend
                    out_path: str, cache_key: str, run_id: str = "") -> str:
     if kept := _kept(out_path, cache_key):
         return kept
-    problems, counts = artifacts.read_problems(Path(problems_path))
+    problems, counts = read_problems(Path(problems_path))
     shard = problems[start:stop]
 
     def samples():
@@ -161,9 +187,11 @@ def execute_shard(name: str, problems_path: str, generations_path: str, sandbox:
 
     with _reported(name, "execute", out_path, run_id, samples, {"generations": generations_path}):
         task_spec = get_task(name)
-        problems, _ = artifacts.read_problems(Path(problems_path))
+        problems, _ = read_problems(Path(problems_path))
         box = POOL.get(replace(sandbox, runtime=task_spec.execution.runtime))  # the task's image
-        with progress_bar(len(generations), f"execute {name} {Path(out_path).stem}") as advance:
+        mine = {g["task_id"] for g in generations}
+        with slots.held(task_spec.execution.lock_keys([p for p in problems if p.task_id in mine])), \
+                progress_bar(len(generations), f"execute {name} {Path(out_path).stem}") as advance:
             rows = execute_rows(task_spec, problems, generations, box, advance)
         artifacts.write_table(Path(out_path), rows, artifacts.EXECUTIONS_SCHEMA, key=key)
     _report_failures(name, out_path, run_id, rows)
@@ -188,7 +216,7 @@ def score_task(name: str, problems_path: str, generation_paths: list[str], execu
     """Reads the task's shards, scores them (codeeval/pipeline/score.py), writes metrics.json."""
     if skipped := _skipped([*generation_paths, *execution_paths]):
         return skipped
-    problems, _ = artifacts.read_problems(Path(problems_path))
+    problems, _ = read_problems(Path(problems_path))
     generations = [r for path in generation_paths for r in artifacts.read_rows(Path(path))]
     executions = [r for path in execution_paths for r in artifacts.read_rows(Path(path))]
     task_spec = get_task(name)

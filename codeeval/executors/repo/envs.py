@@ -27,9 +27,10 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
-from typing import Optional
 from pathlib import Path
+from typing import Optional
+
+import tomllib
 
 from codeeval.core.cache import cache_root
 from codeeval.executors.repo import sdists

@@ -1,6 +1,7 @@
 """Patch -> test -> restore for a batch of repository jobs, one repository at a time under its lock.
 
-Library code without Prefect (the lock's Prefect layer is optional). Identical jobs (same
+Library code without Prefect: the host flock is taken here; the Prefect slot that serializes a
+repository across hosts is the orchestration's (codeeval/tasks/slots.py). Identical jobs (same
 file, span, completion and tests) run once; their outcome is shared.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Callable, Optional, Sequence
 from codeeval.executors.base import FAILED, PASSED, SANDBOX_ERROR, TIMEOUT, Outcome, Program, Progress
 from codeeval.executors.repo import tree
 from codeeval.executors.repo.envs import EnvError, ensure_env
-from codeeval.executors.repo.lock import repo_lock
+from codeeval.executors.repo.lock import host_lock
 from codeeval.executors.repo.patch import Journal, patched_text, sha256
 from codeeval.executors.repo.testrun import TestRunner
 
@@ -50,7 +51,6 @@ def recover_project(root: Path, project: str) -> list[str]:
     journal = Journal(root, project)
     if not journal.pending():
         return []
-    from codeeval.executors.repo.lock import host_lock
 
     with host_lock(journal.project_dir):
         return journal.recover()
@@ -58,10 +58,9 @@ def recover_project(root: Path, project: str) -> list[str]:
 
 @dataclass
 class RepoRun:
-    """Running a batch: the test runner, whether to take the Prefect slot, what to report."""
+    """Running a batch: the test runner, what to report."""
 
     runner: TestRunner
-    prefect_lock: bool = True
     on_patched: Optional[Callable[[RepoJob], None]] = None  # test hook: called while a file is patched
     restored: list[str] = field(default_factory=list)  # files recovered from a killed run's journal
     env_errors: list[str] = field(default_factory=list)  # one line per repository whose environment failed
@@ -77,7 +76,7 @@ class RepoRun:
 
     def _run_repository(self, root: Path, project: str, jobs: list[RepoJob], progress: Progress) -> dict:
         journal = Journal(root, project)
-        with repo_lock(journal.project_dir, journal.dir, project, prefect=self.prefect_lock):
+        with host_lock(journal.project_dir):
             for rel in journal.recover():
                 log.warning("%s: restored %s, left patched by a killed run", project, rel)
                 self.restored.append(rel)

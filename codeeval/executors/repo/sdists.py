@@ -15,10 +15,11 @@ import logging
 import re
 import shutil
 import tarfile
-import tomllib
 import zipfile
 from pathlib import Path
 from typing import Optional
+
+import tomllib
 
 from codeeval.core.cache import cache_root
 
