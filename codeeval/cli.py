@@ -129,6 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
     envs.add_argument("--data-dir", default=None)
     envs.add_argument("--source-code-root", default=None)
     envs.add_argument("--executor", default="docker", choices=("docker", "local"))
+    imgs = sub.add_parser("images", help="the execution images: build them from the recipes this package carries, "
+                                         "or list their tags")
+    imgs_sub = imgs.add_subparsers(dest="images_command", required=True)
+    imgs_build = imgs_sub.add_parser("build", help="build (a no-op where the recipe's tag exists)")
+    imgs_build.add_argument("--runtime", default="python", choices=("python", "multiple", "ds1000", "all"),
+                            help="python: the sandbox (default); multiple: MultiPL-E's toolchains; ds1000: "
+                                 "the data-science image (about 2.5 GB); all: every one")
+    imgs_sub.add_parser("tags", help="the tag of each image, from the installed recipes")
     return parser
 
 
@@ -354,6 +362,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return compare_runs(args.run_a, args.run_b)
         if args.command == "nightly":
             return nightly(args.models_file, args.output_dir, args.runs_dir)
+        if args.command == "images":
+            from codeeval import image_builds
+
+            if args.images_command == "tags":
+                for name, tag in image_builds.tags().items():
+                    print(f"{name:<18} {tag}")
+                return 0
+            return image_builds.build(args.runtime)
         if args.command == "repo-envs":
             from pathlib import Path
 
@@ -387,7 +403,11 @@ def entry() -> None:
     """The console script: main(), then leave at once. Every resource of the run is closed and
     Prefect's queues are drained by then; the interpreter's own teardown (module GC, Prefect's
     exit hooks) would add half a second to every command."""
-    _stop_now(main())
+    try:
+        code = main()
+    except BrokenPipeError:  # `codeeval tasks | head`: the reader left, nothing to report
+        code = 0
+    _stop_now(code)
 
 
 if __name__ == "__main__":

@@ -20,9 +20,9 @@ LABEL = "codeeval.sandbox"
 
 
 def ensure_images() -> str:
-    for script in ("scripts/ensure-docker.sh", "codeeval/containers/build.sh"):
-        done = subprocess.run(["bash", script], cwd=REPO, capture_output=True, text=True)
-        assert done.returncode == 0, f"{script} failed:\n{done.stdout}\n{done.stderr}"
+    for command in (["bash", "scripts/ensure-docker.sh"], [sys.executable, "-m", "codeeval", "images", "build"]):
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+        assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
     from codeeval.executors import images
 
     return images.python_image()

@@ -84,7 +84,7 @@ def reason(exc: BaseException) -> str:
     return (lines[-1] if lines else type(exc).__name__)[:200]
 
 
-def check_available(image: str, missing: str = "run `make images` (bash codeeval/containers/build.sh) to build it",
+def check_available(image: str, missing: str = "run `codeeval images build` (or `make images`) to build it",
                     client: Optional[docker.DockerClient] = None) -> None:
     """A running engine and the execution image; SandboxUnavailable with what to run when one
     is missing (also the CLI's pre-flight check). Answers within PING_TIMEOUT_S."""

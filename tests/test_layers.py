@@ -1,0 +1,142 @@
+"""The layout is the architecture (docs/architecture.md): import paths equal file paths, and
+imports point down the layers only, with no circle, not even inside a function.
+
+    app (codeeval/*.py: cli, preflight, image_builds, prefect_api)
+    flows/      Prefect flows
+    tasks/      Prefect tasks (the only other Prefect code)
+    pipeline/   the stages' logic: plan, generate, execute, score, publish, leaderboard, nightly
+    generation/ backends
+    benchmarks/ families, their metrics
+    executors/  sandboxes, runners, the repository patcher
+    core/       errors, contracts, files, artifacts, storage, cache, fingerprint
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "codeeval"
+LAYERS = ("core", "executors", "benchmarks", "generation", "pipeline", "tasks", "flows", "app")
+ORCHESTRATION = ("tasks", "flows", "app")  # where Prefect may be imported
+NOT_MODULES = ("harness", "containers")  # files copied into sandboxes, recipes
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(REPO).with_suffix("")
+        if any(part in NOT_MODULES for part in rel.parts) or path.name in ("runner.py", "docker_server.py"):
+            continue  # the sandbox server and runner run inside the image, stdlib only
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYERS) else "app"
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """Every absolute import of the file, wherever it sits (module level, function, TYPE_CHECKING)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out += [(node.lineno, f"{node.module}.{a.name}") for a in node.names] + [(node.lineno, node.module)]
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    mods, edges = modules(), defaultdict(set)
+    for module, path in mods.items():
+        for _, name in imports(path):
+            while name and name not in mods:
+                name = name.rpartition(".")[0]
+            if name and name not in (module, "codeeval"):
+                edges[module].add(name)
+    return edges
+
+
+def test_import_paths_equal_file_paths():
+    """No package-dir remapping: each module is found at the path its name spells."""
+    for module, path in modules().items():
+        assert Path(importlib.util.find_spec(module).origin).resolve() == path.resolve(), module
+
+
+def upward(edges: dict[str, set[str]]) -> list[str]:
+    order = {name: i for i, name in enumerate(LAYERS)}
+    return sorted(f"{m} ({layer(m)}) -> {t} ({layer(t)})" for m, targets in edges.items() for t in targets
+                  if order[layer(t)] > order[layer(m)])
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of more than one module."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in list(edges):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_imports_point_down_only():
+    up = upward(graph())
+    assert not up, "imports that point up a layer:\n" + "\n".join(up)
+
+
+def test_no_import_circle():
+    assert not circles(graph()), f"import circles: {circles(graph())}"
+
+
+def test_prefect_only_in_the_orchestration():
+    found = sorted(f"{path.relative_to(REPO)}:{line}: {name}" for module, path in modules().items()
+                   if layer(module) not in ORCHESTRATION
+                   for line, name in imports(path) if name.split(".")[0] == "prefect")
+    assert not found, "Prefect imported below tasks/:\n" + "\n".join(found)
+
+
+def test_the_checker_sees_a_violation(tmp_path, monkeypatch):
+    """The checks can fail: an upward import inside a function, and the circle it closes, written
+    into a copy of the tree, are both found."""
+    import shutil
+
+    copy = tmp_path / "codeeval"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "core" / "bad.py").write_text("def f():\n    from codeeval.flows import evaluate\n")
+    (copy / "flows" / "evaluate.py").write_text((copy / "flows" / "evaluate.py").read_text()
+                                                + "\nfrom codeeval.core import bad\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", copy)
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    edges = graph()
+    assert "codeeval.core.bad (core) -> codeeval.flows.evaluate (flows)" in upward(edges)
+    assert all(line.startswith("codeeval.core.bad ") for line in upward(edges))
+    assert ["codeeval.core.bad", "codeeval.flows.evaluate"] in circles(edges)
