@@ -5,6 +5,7 @@ Bad input exits with code 2 and one line on stderr, before Prefect starts.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -14,6 +15,9 @@ import time
 from typing import Optional, Sequence
 
 from codeeval.core.errors import RunFailed, UsageError
+from codeeval.executors import SANDBOXES
+from codeeval.generation import BACKENDS, GenerationArgs
+from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.summary import results_table
 
 
@@ -33,6 +37,10 @@ def _ks(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
+GEN = GenerationArgs()  # the defaults live in the dataclasses the flags fill (one home each)
+RUN = {f.name: f.default for f in dataclasses.fields(RunConfig) if f.default is not dataclasses.MISSING}
+
+
 def _run_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="evaluate a model on tasks",
                        description="Evaluate a model; flags follow bigcode-evaluation-harness's main.py.")
@@ -40,57 +48,57 @@ def _run_parser(sub) -> argparse.ArgumentParser:
     add("--model", default=None, help="HF hub id or local dir; `reference` for the canonical solutions; "
                                       "required unless --load_generations_path (then it labels the run)")
     add("--tasks", required=True, help="comma-separated task names (`codeeval tasks` lists them)")
-    add("--backend", default="", help="transformers | reference | replay | openai | vllm (default: inferred)")
+    add("--backend", default="", help=f"{' | '.join(BACKENDS)} (default: inferred)")
     g = p.add_argument_group("generation (bigcode defaults)")
-    g.add_argument("--n_samples", type=int, default=1)
-    g.add_argument("--batch_size", type=int, default=1)
-    g.add_argument("--temperature", type=float, default=0.2)
-    g.add_argument("--top_p", type=float, default=0.95)
-    g.add_argument("--top_k", type=int, default=0)
-    g.add_argument("--do_sample", type=_bool, nargs="?", const=True, default=True,
+    g.add_argument("--n_samples", type=int, default=GEN.n_samples)
+    g.add_argument("--batch_size", type=int, default=GEN.batch_size)
+    g.add_argument("--temperature", type=float, default=GEN.temperature)
+    g.add_argument("--top_p", type=float, default=GEN.top_p)
+    g.add_argument("--top_k", type=int, default=GEN.top_k)
+    g.add_argument("--do_sample", type=_bool, nargs="?", const=True, default=GEN.do_sample,
                    help="true/false, as bigcode's parser reads it (`--do_sample false` turns sampling off)")
-    g.add_argument("--max_length_generation", type=int, default=512, help="prompt + completion tokens")
-    g.add_argument("--max_new_tokens", type=int, default=None, help="completion tokens; wins when given")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--prefix", default="")
-    g.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"])
+    g.add_argument("--max_length_generation", type=int, default=GEN.max_length_generation, help="prompt + completion tokens")
+    g.add_argument("--max_new_tokens", type=int, default=GEN.max_new_tokens, help="completion tokens; wins when given")
+    g.add_argument("--seed", type=int, default=GEN.seed)
+    g.add_argument("--prefix", default=GEN.prefix)
+    g.add_argument("--precision", default=GEN.precision, choices=["fp32", "fp16", "bf16"])
     g.add_argument("--trust_remote_code", action="store_true")
-    g.add_argument("--revision", default=None)
-    g.add_argument("--instruction_tokens", default=None,
+    g.add_argument("--revision", default=GEN.revision)
+    g.add_argument("--instruction_tokens", default=GEN.instruction_tokens,
                    help="'user,end,assistant' tokens wrapping the prompt (bigcode's flag)")
     g.add_argument("--apply_chat_template", action="store_true", help="use the tokenizer's chat template")
-    g.add_argument("--chat_style", default="prefill", choices=["prefill", "free"],
+    g.add_argument("--chat_style", default=GEN.chat_style, choices=["prefill", "free"],
                    help="chat/instruction prompts: prefill the answer with a code fence and the prompt "
                         "(default), or let the model answer and take its first code block")
-    g.add_argument("--device_map", default=None, help="e.g. auto: one model across several devices")
-    g.add_argument("--max_batch_rows", type=int, default=0, help="rows per forward pass (0 = auto)")
-    g.add_argument("--fim_format", default=None, help="FIM token family (starcoder, santacoder, codellama, ...)")
+    g.add_argument("--device_map", default=GEN.device_map, help="e.g. auto: one model across several devices")
+    g.add_argument("--max_batch_rows", type=int, default=GEN.max_batch_rows, help="rows per forward pass (0 = auto)")
+    g.add_argument("--fim_format", default=GEN.fim_format, help="FIM token family (starcoder, santacoder, codellama, ...)")
     g.add_argument("--base_url", default=None, help="openai backend: server URL (or OPENAI_BASE_URL)")
     g.add_argument("--api_key", default=None, help="openai backend: key (better: OPENAI_API_KEY)")
     g.add_argument("--backend_option", action="append", default=[], metavar="KEY=VALUE",
                    help="backend-specific setting, repeatable (docs/generation.md)")
     e = p.add_argument_group("evaluation")
-    e.add_argument("--limit", type=int, default=None, help="first N problems of each task")
-    e.add_argument("--limit_start", type=int, default=0)
+    e.add_argument("--limit", type=int, default=RUN["limit"], help="first N problems of each task")
+    e.add_argument("--limit_start", type=int, default=RUN["limit_start"])
     e.add_argument("--k", type=_ks, default=None, help="pass@k values, e.g. 1,10 (an error if k > n)")
     e.add_argument("--allow_code_execution", action="store_true", help="needed to run generated code")
-    e.add_argument("--executor", default="docker", choices=["docker", "local"],
+    e.add_argument("--executor", default=RUN["executor"], choices=sorted(SANDBOXES),
                    help="docker (default, sandboxed) or local (development only: no isolation)")
-    e.add_argument("--n_workers", type=int, default=0, help="parallel programs (default: core count)")
-    e.add_argument("--memory_mb", type=int, default=4096, help="address-space limit per program")
+    e.add_argument("--n_workers", type=int, default=RUN["n_workers"], help="parallel programs (default: core count)")
+    e.add_argument("--memory_mb", type=int, default=RUN["memory_mb"], help="address-space limit per program")
     e.add_argument("--generation_only", action="store_true")
     e.add_argument("--load_generations_path", default=None,
                    help="bigcode JSON (list of lists of programs) or JSONL {task_id, completion|solution}")
     e.add_argument("--save_generations", action="store_true")
-    e.add_argument("--save_generations_path", default="generations.json")
-    e.add_argument("--metric_output_path", default=None, help="also write results.json here")
+    e.add_argument("--save_generations_path", default=RUN["save_generations_path"])
+    e.add_argument("--metric_output_path", default=RUN["metric_output_path"], help="also write results.json here")
     o = p.add_argument_group("run")
     o.add_argument("--output-dir", "--output_dir", dest="output_dir", default=None,
                    help="run directory (default runs/<run_id>, the same for the same inputs)")
     o.add_argument("--data-dir", "--data_dir", dest="data_dir", default=None,
                    help="local benchmark copies in upstream format (e.g. ../shared/data)")
-    o.add_argument("--shard_size", type=int, default=64, help="problems per shard")
-    o.add_argument("--infra_retries", type=int, default=2,
+    o.add_argument("--shard_size", type=int, default=RUN["shard_size"], help="problems per shard")
+    o.add_argument("--infra_retries", type=int, default=RUN["infra_retries"],
                    help="retries of a shard failed by the sandbox, engine or network (a model error: none)")
     r = p.add_argument_group("repo-level tasks (evocodebench, deveval)")
     r.add_argument("--source-code-root", "--source_code_root", dest="source_code_root", default=None,
@@ -128,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     envs.add_argument("--task", default="deveval", choices=("deveval", "evocodebench"))
     envs.add_argument("--data-dir", default=None)
     envs.add_argument("--source-code-root", default=None)
-    envs.add_argument("--executor", default="docker", choices=("docker", "local"))
+    envs.add_argument("--executor", default=RUN["executor"], choices=sorted(SANDBOXES))
     imgs = sub.add_parser("images", help="the execution images: build them from the recipes this package carries, "
                                          "or list their tags")
     imgs_sub = imgs.add_subparsers(dest="images_command", required=True)

@@ -121,13 +121,8 @@ class AppsTests(Execution):
             return Verdict(SANDBOX_ERROR, False, detail=outcome.detail)
         results = None
         if outcome.status == PASSED:  # the harness ran to its end: its line is the last one
-            for line in (outcome.result or b"").splitlines():
-                try:
-                    data = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(data, dict) and isinstance(data.get("results"), list):
-                    results = data["results"]
+            reports = outcome.reports(lambda data: isinstance(data.get("results"), list))
+            results = reports[-1]["results"] if reports else None
         if results is None:  # apps_metric: the child died or ran out of time -> every test -1
             results = [-1] * n_tests(problem)
             status = TIMEOUT if outcome.status == TIMEOUT else "failed"

@@ -99,14 +99,8 @@ class DS1000Tests(Execution):
     def judge(self, problem: Problem, outcome: Outcome, prepared: Any = None) -> Verdict:
         if problem.record["format"] == "2024" or outcome.status == SANDBOX_ERROR:
             return Verdict(outcome.status, outcome.passed, detail=outcome.detail)
-        report = None
-        for line in (outcome.result or b"").splitlines():
-            try:
-                data = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(data, dict) and "cases" in data:
-                report = data
+        reports = outcome.reports(lambda data: "cases" in data)
+        report = reports[-1] if reports else None
         if outcome.status != PASSED or report is None:
             return Verdict(outcome.status if outcome.status != PASSED else "failed", False,
                            detail=outcome.detail or "the DS-1000 harness did not finish")

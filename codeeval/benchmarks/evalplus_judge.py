@@ -98,18 +98,9 @@ def expected_outputs(problems: Sequence[Problem], sandbox) -> dict[str, Prepared
     return {p.task_id: prepared(p, truths[p.task_id]) for p in problems}
 
 
-def group_results(result: Optional[bytes]) -> dict[str, dict]:
-    """The harness's last line per group (a program can print to the channel too: the harness
-    writes after the solution ran, so its own line comes last)."""
-    found = {}
-    for line in (result or b"").splitlines():
-        try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and data.get("group") in GROUPS:
-            found[data["group"]] = data
-    return found
+def group_results(outcome: Outcome) -> dict[str, dict]:
+    """The harness's last report per group (Outcome.reports: its own line comes last)."""
+    return {data["group"]: data for data in outcome.reports(lambda data: data.get("group") in GROUPS)}
 
 
 class DifferentialTests(Execution):
@@ -125,7 +116,7 @@ class DifferentialTests(Execution):
     def judge(self, problem: Problem, outcome: Outcome, prepared: Any = None) -> Verdict:
         if outcome.status == SANDBOX_ERROR:
             return Verdict(SANDBOX_ERROR, False, detail=outcome.detail)
-        found = group_results(outcome.result)
+        found = group_results(outcome)
         statuses, tests = {}, []
         for g in GROUPS:
             data = found.get(g, {})

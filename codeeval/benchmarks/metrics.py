@@ -13,7 +13,6 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
-from codeeval.benchmarks.bleu import CodeXGlueBleu, CorpusBleu
 from codeeval.benchmarks.spec import Metric, Problem, Sample
 from codeeval.core.errors import UsageError
 
@@ -129,7 +128,3 @@ class AnswerAccuracy(Metric):
         errored = sum(ok is None for ok in judged.values())
         return {"accuracy": correct / len(problems) if problems else 0.0, "num_failed_execution": errored}
 
-
-# name -> metric class, for `codeeval tasks` and families that look one up
-METRICS: dict[str, type[Metric]] = {"pass@k": PassAtK, "accuracy": AnswerAccuracy, "bleu": CorpusBleu,
-                                     "smoothed_bleu": CodeXGlueBleu}

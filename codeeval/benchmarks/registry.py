@@ -1,10 +1,10 @@
-"""Task names -> TaskSpec factories. Exact names first, then patterns like `multiple-{lang}`.
+"""Task names -> TaskSpec factories.
 
-A family is one module with `TASK_NAMES` and `make(name) -> TaskSpec`, listed once in FAMILIES.
+A family is one module with `TASK_NAMES` (every name it answers, `multiple-<lang>` for each
+language of the data included) and `make(name) -> TaskSpec`, listed once in FAMILIES.
 """
 from __future__ import annotations
 
-import re
 from typing import Callable
 
 from codeeval.benchmarks import (
@@ -31,19 +31,12 @@ FAMILIES = (humaneval, mbpp, evalplus, pal, text_to_code, code_to_text, ruhumane
 
 TASKS: dict[str, Factory] = {name: family.make for family in FAMILIES for name in family.TASK_NAMES}
 
-# (pattern, factory, an example name for `codeeval tasks`)
-PATTERNS: list[tuple[re.Pattern, Factory, str]] = []
-
-
 def get_task(name: str) -> TaskSpec:
     """A fresh TaskSpec for `name`; raises UsageError naming the known tasks."""
     if name in TASKS:
         return TASKS[name](name)
-    for pattern, factory, _ in PATTERNS:
-        if pattern.fullmatch(name):
-            return factory(name)
     raise UsageError(f"unknown task {name!r}; known tasks: {', '.join(task_names())}")
 
 
 def task_names() -> list[str]:
-    return sorted(TASKS) + [example for _, _, example in PATTERNS]
+    return sorted(TASKS)

@@ -16,10 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import numpy as np
-
-from codeeval.benchmarks.metrics import by_problem, pass_at_k
-from codeeval.benchmarks.spec import Execution, Metric, Problem, Sample, Verdict
+from codeeval.benchmarks.metrics import PassAtK, by_problem
+from codeeval.benchmarks.spec import Execution, Problem, Sample, Verdict
 from codeeval.core.cache import cache_file, read_cached, write_cached
 from codeeval.core.fingerprint import digest
 from codeeval.executors.base import Outcome, Progress
@@ -102,30 +100,37 @@ class RepoExecution(Execution):
 
 
 @dataclass(frozen=True)
-class RepoPassAtK(Metric):
-    """pass@k over the covered problems whose repository environment could be built; the counts
-    of covered, skipped (project absent) and env_error problems are reported beside it."""
+class RepoPassAtK(PassAtK):
+    """pass@k over the covered problems whose repository environment could be built (and, with
+    --exclude-failing-oracles, whose ground truth passes); the counts of covered, skipped
+    (project absent) and env_error problems are reported beside it."""
 
-    name = "pass@k"
-    primary = "pass@1"
-    uses_k = True
     default_ks: tuple[int, ...] = (1, 10)
 
-    def compute(self, problems: Sequence[Problem], samples: Sequence[Sample], ks: Sequence[int]) -> dict[str, Any]:
+    @staticmethod
+    def left_out(samples: Sequence[Sample]) -> tuple[list[str], list[str]]:
+        """(env_error problems, problems whose ground truth failed): neither is a model's score."""
         groups = by_problem(samples)
         env_failed = sorted(t for t, g in groups.items() if g and all(s.verdict and s.verdict.status == ENV_ERROR
                                                                       for s in g))
         # --exclude-failing-oracles: the judge marked each sample with its ground truth's verdict
         oracle_failed = sorted(t for t, g in groups.items()
                                if any(s.verdict and s.verdict.subsets.get("oracle") is False for s in g))
-        left_out = set(env_failed) | set(oracle_failed)
-        counts = [(len(g), sum(s.passed for s in g)) for t, g in groups.items() if t not in left_out]
-        out: dict[str, Any] = {f"pass@{k}": float(np.mean([pass_at_k(n, c, k) for n, c in counts])) if counts else 0.0
-                               for k in ks}
+        return env_failed, oracle_failed
+
+    def per_problem(self, problems: Sequence[Problem], samples: Sequence[Sample],
+                    ks: Sequence[int]) -> dict[str, dict[str, float]]:
+        left_out = set().union(*self.left_out(samples))
+        return super().per_problem(problems, [s for s in samples if s.task_id not in left_out], ks)
+
+    def compute(self, problems: Sequence[Problem], samples: Sequence[Sample], ks: Sequence[int]) -> dict[str, Any]:
+        out = super().compute(problems, samples, ks)
+        env_failed, oracle_failed = self.left_out(samples)
+        groups = by_problem(samples)
         meta = problems[0].record["codeeval"] if problems else {"skipped": 0, "total": 0}
         out["covered"] = len(problems)
         out["skipped"] = meta["skipped"]
-        out["scored"] = len(counts)
+        out["scored"] = len(set(groups) - set(env_failed) - set(oracle_failed))
         out["env_error"] = len(env_failed)
         if any(s.verdict and "oracle" in s.verdict.subsets for s in samples):
             out["excluded_failing_oracles"] = oracle_failed

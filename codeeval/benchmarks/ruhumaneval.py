@@ -150,14 +150,8 @@ def compare(expected: list[str], results: Optional[list]) -> tuple[bool, tuple[i
 
 def results_of(outcome: Outcome) -> Optional[list]:
     """The harness's result line (the last one: it writes after the program ran)."""
-    for line in reversed((outcome.result or b"").splitlines()):
-        try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and isinstance(data.get("results"), list):
-            return data["results"]
-    return None
+    reports = outcome.reports(lambda data: isinstance(data.get("results"), list))
+    return reports[-1]["results"] if reports else None
 
 
 @dataclass(frozen=True)

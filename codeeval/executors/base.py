@@ -14,6 +14,7 @@ does not make that program's own verdict tamper-proof (docs/security.md).
 from __future__ import annotations
 
 import abc
+import json
 import math
 import signal
 from dataclasses import dataclass, field
@@ -108,6 +109,20 @@ class Outcome:
     detail: str = field(default="")  # why: 'no completion marker', 'killed by signal 9', ...
     cpu_s: Optional[float] = None  # CPU seconds of the program's process tree (None: not run)
     result: bytes = b""  # what the program wrote to its result channel (CODEEVAL_RESULT_FD)
+
+    def reports(self, accept: Callable[[dict], bool]) -> list[dict]:
+        """The JSON objects on the result channel, one per line, that `accept` takes, in order. A
+        program may write to the channel too; a harness writes after the program ran, so its
+        own report is the last one."""
+        found = []
+        for line in (self.result or b"").splitlines():
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(data, dict) and accept(data):
+                found.append(data)
+        return found
 
 
 Progress = Optional[Callable[[int], None]]  # called with the number of programs just finished

@@ -10,9 +10,6 @@ from typing import Optional
 from codeeval.core.fingerprint import digest
 from codeeval.generation.base import GenerationArgs
 
-BACKENDS = ("transformers", "reference", "replay", "openai", "vllm")
-EXECUTORS = ("docker", "local")
-
 
 @dataclass(frozen=True)
 class RunConfig:

@@ -13,9 +13,9 @@ from codeeval.benchmarks.metrics import resolve_ks
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec
 from codeeval.core.errors import UsageError
-from codeeval.executors import Limits, SandboxSpec
-from codeeval.generation import BackendSpec, backend_class, model_source
-from codeeval.pipeline.config import BACKENDS, EXECUTORS, RunConfig
+from codeeval.executors import SANDBOXES, Limits, SandboxSpec
+from codeeval.generation import BACKENDS, BackendSpec, backend_class, model_source
+from codeeval.pipeline.config import RunConfig
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,8 @@ def check(config: RunConfig) -> None:
         raise UsageError(f"unknown backend {config.backend_kind!r}; choose from {', '.join(BACKENDS)}")
     if config.backend_kind in ("transformers", "vllm"):
         model_source.resolve(config.model)  # a missing .gguf file or an ambiguous GGUF directory
-    if config.executor not in EXECUTORS:
-        raise UsageError(f"unknown executor {config.executor!r}; choose from {', '.join(EXECUTORS)}")
+    if config.executor not in SANDBOXES:
+        raise UsageError(f"unknown executor {config.executor!r}; choose from {', '.join(SANDBOXES)}")
     if config.data_dir and not Path(config.data_dir).is_dir():
         raise UsageError(f"data dir not found: {config.data_dir}")
     executing = [name for name in config.tasks if get_task(name).executes]
