@@ -125,8 +125,9 @@ def test_replay_reads_the_upstream_completion_jsonl(data_dir, tmp_path, monkeypa
 def test_partial_source_tree_loads_the_covered_tasks(data_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("CODEEVAL_CACHE", str(tmp_path / "cache"))
     problems = make("deveval").load(LoadOptions(data_dir))
-    meta = problems[0].record["codeeval"]
-    assert len(problems) == 21 and meta["skipped"] == 1825 - 21 and meta["total"] == 1825
+    meta = problems[0].repo
+    assert len(problems) == 21 and meta.skipped == 1825 - 21 and meta.total == 1825
+    assert "codeeval" not in problems[0].record  # the upstream record, untouched
     assert {p.record["project_path"] for p in problems} == {"Communications/twtxt", "Communications/hl7",
                                                             "Database/sqlitedict"}
 
@@ -303,7 +304,7 @@ def test_malformed_record_is_named(tmp_path):
 
 def test_unbuildable_environment_is_env_error_not_a_model_failure(tmp_path, runner, monkeypatch):
     from codeeval.benchmarks.repo_exec import RepoPassAtK
-    from codeeval.benchmarks.spec import Problem, Sample, Verdict
+    from codeeval.benchmarks.spec import Problem, RepoContext, Sample, Verdict
 
     monkeypatch.setenv("CODEEVAL_CACHE", str(tmp_path / "cache"))
     root = tmp_path / "Source_Code"
@@ -311,11 +312,11 @@ def test_unbuildable_environment_is_env_error_not_a_model_failure(tmp_path, runn
     (root / "Utilities/mini/setup.py").write_text("from setuptools import setup\n"
                                                  "setup(name='mini', install_requires=['pytest==0.0.1'])\n")
     out = RepoRun(runner).run([job(clamp, "    return x\n", root, "a"),
-                                                   job(shout, "    return s.upper() + '!'\n", root, "b")])
+                               job(shout, "    return s.upper() + '!'\n", root, "b")])
     assert [o.status for o in out] == ["env_error", "passed"]
     assert "pytest==0.0.1" in out[0].detail
-    meta = {"skipped": 0, "total": 2, "project": "p"}
-    problems = [Problem(t, i, "", {"codeeval": meta}) for i, t in enumerate(("a", "b"))]
+    meta = RepoContext(project="p", setting="baseline", elements={}, skipped=0, total=2)
+    problems = [Problem(t, i, "", {}, repo=meta) for i, t in enumerate(("a", "b"))]
     samples = [Sample(o.key, 0, "", Verdict(o.status, o.passed)) for o in out]
     result = RepoPassAtK().compute(problems, samples, [1])
     assert (result["pass@1"], result["scored"], result["env_error"]) == (1.0, 1, 1)

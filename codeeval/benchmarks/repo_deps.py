@@ -186,22 +186,21 @@ def recall(source: str, record: dict, completion: str, graph=None) -> float:
     return len(ref & found) / len(ref) if found else 0.0
 
 
-def pristine_source(record: dict) -> str:
+def pristine_source(problem: Problem) -> str:
     """The completion file as it is when no run patches it (read under the project's host lock)."""
     from codeeval.executors.repo.lock import host_lock
 
-    meta = record["codeeval"]
-    journal = Journal(Path(meta["source_root"]), meta["project"])
+    journal = Journal(Path(problem.site.source_root), problem.repo.project)
     with host_lock(journal.project_dir):
-        return (Path(meta["source_root"]) / record["completion_path"]).read_text(encoding="utf-8")
+        return (Path(problem.site.source_root) / problem.record["completion_path"]).read_text(encoding="utf-8")
 
 
-def project_graph(record: dict):
+def project_graph(problem: Problem):
     """The project's pickled pyan graph when --dependency-data-root holds it, else None (ast only)."""
-    root = record["codeeval"].get("dependency_data_root")
+    root = problem.site.dependency_data_root
     if not root:
         return None
-    path = analyzer_path(Path(root), record["codeeval"]["project"])
+    path = analyzer_path(Path(root), problem.repo.project)
     return load_analyzer(path) if path.is_file() else None
 
 
@@ -223,14 +222,15 @@ class DependencyRecall(Metric):
         graphs: dict[str, Any] = {}
         per_task: dict[str, list[float]] = {}
         for s in samples:
-            record = by_id[s.task_id].record
+            problem = by_id[s.task_id]
+            record = problem.record
             if not reference_dependencies(record):
                 continue  # standalone: skipped, as upstream
             if record["completion_path"] not in sources:
-                sources[record["completion_path"]] = pristine_source(record)
-            project = record["codeeval"]["project"]
+                sources[record["completion_path"]] = pristine_source(problem)
+            project = problem.repo.project
             if project not in graphs:
-                graphs[project] = project_graph(record)
+                graphs[project] = project_graph(problem)
             per_task.setdefault(s.task_id, []).append(
                 recall(sources[record["completion_path"]], record, s.completion, graphs[project]))
         return per_task, graphs

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 def ground_truth(problem: Problem) -> str:
     """The ground-truth body (the `reference` backend's oracle): the file's own body lines."""
     r = problem.record
-    path = Path(r["codeeval"]["source_root"]) / r["completion_path"]
+    path = Path(problem.site.source_root) / r["completion_path"]
     start, end = r["body_position"]
     return "".join(path.read_text(encoding="utf-8").splitlines(keepends=True)[start - 1:end])
 
@@ -52,28 +52,28 @@ class RepoExecution(Execution):
     concurrent_shards: bool = True  # repositories in parallel; one repository's shards meet at its lock
 
     def shard_key(self, problem: Problem) -> str:
-        return problem.record["codeeval"]["source_root"] + "::" + problem.record["codeeval"]["project"]
+        return problem.site.source_root + "::" + problem.repo.project
 
     def lock_keys(self, problems: Sequence[Problem]) -> tuple[str, ...]:
-        return tuple(sorted({limit_name(p.record["codeeval"]["project"]) for p in problems}))
+        return tuple(sorted({limit_name(p.repo.project) for p in problems}))
 
     def build(self, problem: Problem, completion: str, prepared: Any = None) -> RepoJob:
         r = problem.record
         return RepoJob(key="", code=completion, timeout_s=MODES[self.mode][1], guard=False,
-                       source_root=r["codeeval"]["source_root"], project_path=r["codeeval"]["project"],
+                       source_root=problem.site.source_root, project_path=problem.repo.project,
                        file=r["completion_path"], body_position=tuple(r["body_position"]), indent=r["indent"],
                        tests=tuple(r["tests"]), mode=self.mode)
 
     def prepare(self, problems: Sequence[Problem], sandbox) -> Mapping[str, Any]:
         """With --exclude-failing-oracles: each problem's ground truth runs first (cached by the
         record, the file's pristine bytes and the environment) -> {task_id: oracle passed}."""
-        wanted = [p for p in problems if p.record["codeeval"].get("exclude_failing_oracles")]
+        wanted = [p for p in problems if p.repo.exclude_failing_oracles]
         if not wanted:
             return {}
         keys = {p.task_id: cache_file("repo-oracle", digest(
-            self.mode, {k: v for k, v in p.record.items() if k != "codeeval"}, TEST_REQUIREMENTS, RECIPE_VERSION,
-            sha256((Path(p.record["codeeval"]["source_root"]) / p.record["completion_path"]).read_bytes()),
-            requirements(Path(p.record["codeeval"]["source_root"]) / p.record["codeeval"]["project"]),
+            self.mode, p.record, TEST_REQUIREMENTS, RECIPE_VERSION,
+            sha256((Path(p.site.source_root) / p.record["completion_path"]).read_bytes()),
+            requirements(Path(p.site.source_root) / p.repo.project),
             getattr(sandbox, "name", "docker"))) for p in wanted}
         found = {t: read_cached(k) for t, k in keys.items()}
         todo = [p for p in wanted if found[p.task_id] is None]
@@ -127,18 +127,18 @@ class RepoPassAtK(PassAtK):
         out = super().compute(problems, samples, ks)
         env_failed, oracle_failed = self.left_out(samples)
         groups = by_problem(samples)
-        meta = problems[0].record["codeeval"] if problems else {"skipped": 0, "total": 0}
+        skipped = problems[0].repo.skipped if problems else 0
         out["covered"] = len(problems)
-        out["skipped"] = meta["skipped"]
+        out["skipped"] = skipped
         out["scored"] = len(set(groups) - set(env_failed) - set(oracle_failed))
         out["env_error"] = len(env_failed)
         if any(s.verdict and "oracle" in s.verdict.subsets for s in samples):
             out["excluded_failing_oracles"] = oracle_failed
-        by_repo = Counter(p.record["codeeval"]["project"] for p in problems)
+        by_repo = Counter(p.repo.project for p in problems)
         failing = Counter()
         for p in problems:
             g = groups.get(p.task_id, [])
             if g and not any(s.passed for s in g):
-                failing[p.record["codeeval"]["project"]] += 1
+                failing[p.repo.project] += 1
         out["failing_by_repository"] = {repo: failing.get(repo, 0) for repo in sorted(by_repo)}
         return out

@@ -9,7 +9,8 @@ for raw continuations and its `gpt` rule for chat answers (codeeval/benchmarks/r
 execution patches the body into the repository and runs its tests (codeeval/benchmarks/repo_exec.py).
 
 Only problems whose project is present under the Source_Code root are loaded; the number
-skipped travels in each record's `codeeval` block and is reported by the metric.
+skipped travels in each problem's `RepoContext` and is reported by the metric; where the
+repository is on this host is its `RepoSite`, left out of every cache key.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from codeeval.benchmarks.repo_sources import (
     source_root_setting,
 )
 from codeeval.benchmarks.repo_truncate import truncate_elements
-from codeeval.benchmarks.spec import LoadOptions, Problem, Prompting, TaskSpec
+from codeeval.benchmarks.spec import LoadOptions, Problem, Prompting, RepoContext, RepoSite, TaskSpec
 from codeeval.core.errors import UsageError
 from codeeval.executors.repo.jobs import recover_project
 
@@ -127,12 +128,10 @@ def _loader(family: str, setting: str):
         for i, (record, src) in enumerate(covered):
             el = _elements(family, setting, record, Path(src) / record["completion_path"], elements)
             prompt = open_model_prompt(setting, el)
-            rec = dict(record, codeeval={"source_root": str(src), "project": project_of(family, record),
-                                         "skipped": skipped, "total": len(rows), "elements": el,
-                                         "setting": setting,
-                                         "dependency_data_root": str(dep_root) if dep_root else None,
-                                         "exclude_failing_oracles": options.exclude_failing_oracles})
-            problems.append(Problem(record["namespace"], i, prompt, rec))
+            repo = RepoContext(project=project_of(family, record), setting=setting, elements=el, skipped=skipped,
+                               total=len(rows), exclude_failing_oracles=options.exclude_failing_oracles)
+            site = RepoSite(source_root=str(src), dependency_data_root=str(dep_root) if dep_root else None)
+            problems.append(Problem(record["namespace"], i, prompt, record, repo=repo, site=site))
         return problems
 
     return load
@@ -145,12 +144,11 @@ def chat_prompt(setting: str, el: dict) -> str:
 
 
 def _instruction(problem: Problem) -> tuple[str, str]:
-    meta = problem.record["codeeval"]
-    return chat_prompt(meta["setting"], meta["elements"]), ""
+    return chat_prompt(problem.repo.setting, problem.repo.elements), ""
 
 
 def _fim_parts(problem: Problem) -> tuple[str, str]:
-    el = problem.record["codeeval"]["elements"]
+    el = problem.repo.elements
     return el["contexts_above"] + el["input_code"], el["contexts_below"]
 
 

@@ -20,13 +20,39 @@ from codeeval.executors.base import Outcome, Program
 
 
 @dataclass(frozen=True)
+class RepoContext:
+    """What the repo-level loader derives for a problem beside its upstream record: part of the
+    problem's identity (fingerprinted, in cache keys), never a host path."""
+
+    project: str  # the project's path under Source_Code (`Utilities/mini`)
+    setting: str  # baseline, local_completion, ...
+    elements: Mapping[str, str]  # the prompt's parts (function name, input code, contexts)
+    skipped: int  # tasks of the data set whose project is absent here
+    total: int
+    exclude_failing_oracles: bool = False
+
+
+@dataclass(frozen=True)
+class RepoSite:
+    """Where a repo-level problem's files are on this host. Not part of the problem's identity:
+    left out of every fingerprint, so a moved checkout, or another host of a team, reuses the
+    same shards."""
+
+    source_root: str  # holds `project` (the Source_Code tree, or where its tarball was extracted)
+    dependency_data_root: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class Problem:
-    """One benchmark problem. `record` is the upstream record, untouched."""
+    """One benchmark problem. `record` is the upstream record, untouched; what a loader derives
+    beside it has a typed field of its own."""
 
     task_id: str
     index: int  # position in the dataset (bigcode's `idx`)
     prompt: str
     record: Mapping[str, Any]
+    repo: Optional[RepoContext] = None
+    site: Optional[RepoSite] = None
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from codeeval.core import files, storage
 PROBLEMS_SCHEMA = pa.schema([
     ("task_id", pa.string()), ("index", pa.int64()), ("prompt", pa.string()),
     ("record", pa.string()), ("n_samples", pa.int64()),
+    ("repo", pa.string()), ("site", pa.string()),  # JSON of Problem.repo / .site (repo-level), else null
 ])
 GENERATIONS_SCHEMA = pa.schema([
     ("task_id", pa.string()), ("sample", pa.int64()), ("raw", pa.string()), ("completion", pa.string()),

@@ -55,7 +55,7 @@ def model_fingerprint(model: str, revision: Optional[str] = None) -> str:
         else:
             st = f.stat()
             h.update(name + f"\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-    return f"{kind}:{path.resolve()}@{h.hexdigest()[:16]}"
+    return f"{kind}:{path.name}@{h.hexdigest()[:16]}"  # no host path: a moved model keeps its key
 
 
 @functools.lru_cache(maxsize=1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from prefect import allow_failure, flow, get_run_logger
@@ -30,6 +31,7 @@ from codeeval.generation.base import GenerationArgs
 from codeeval.pipeline import failures
 from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.plan import backend_spec, check, sandbox_spec
+from codeeval.pipeline.problems import portable
 from codeeval.pipeline.publish import publish
 from codeeval.pipeline.summary import ShardFailure, failure_message, results_table, summary_line, summary_markdown
 from codeeval.tasks.shards import KEPT, SKIPPED, execute_shard, generate_shard, load_problems, score_task
@@ -125,6 +127,10 @@ def _evaluate(config: RunConfig) -> dict:
     runs: dict = {}  # task run name -> future, every shard and score
     last_gen: list = [None] * len(device_specs)  # one chain of generation shards per device
     last_exec: list = []  # the execution shards the next task's shards wait for
+    # keys name what a shard's output depends on, never where it is: the model's files and a replayed
+    # file count by content (`inputs`), so a moved checkout or another host reuses the shards
+    portable_backend = replace(backend, model=Path(backend.model).name if Path(backend.model).exists() else backend.model,
+                               generations_path=None)
     for name in config.tasks:
         plan = plans[name]
         rows = artifacts.read_rows(Path(plan.problems_path))
@@ -132,10 +138,10 @@ def _evaluate(config: RunConfig) -> dict:
         gens[name], execs[name] = [], []
         lanes = [list(last_exec) for _ in range(_exec_lanes(name, config))]
         for i, (start, stop) in enumerate(plan.shards):
-            shard_rows = [(r["task_id"], r["prompt"], r["record"], r["n_samples"]) for r in rows[start:stop]]
+            shard_rows = [portable(r) for r in rows[start:stop]]  # no host path: a moved checkout reuses shards
             gen_path = layout.generations(name, i)
             # the key leaves the device out: outputs do not depend on which device made them
-            gen_key = digest("generate", version, name, shard_rows, backend, inputs, str(gen_path))
+            gen_key = digest("generate", version, name, shard_rows, portable_backend, inputs)
             d = i % len(device_specs)
             run_name = f"generate-{name}-shard-{i:03d}"
             if remote:
@@ -152,7 +158,7 @@ def _evaluate(config: RunConfig) -> dict:
             if config.generation_only or not plan.executes:
                 continue
             exec_path = layout.executions(name, i)
-            exec_key = digest("execute", version, name, sandbox.name, sandbox.limits, str(exec_path))
+            exec_key = digest("execute", version, name, sandbox.name, sandbox.limits)
             run_name = f"execute-{name}-shard-{i:03d}"
             if remote:
                 future = runs[run_name] = remote_shard.with_options(task_run_name=run_name).submit(

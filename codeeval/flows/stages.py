@@ -20,11 +20,10 @@ from prefect import flow, get_run_logger, task
 from prefect.states import Completed
 
 from codeeval.core import artifacts, storage
-from codeeval.core.fingerprint import digest, file_digest
 from codeeval.executors import SandboxSpec
 from codeeval.executors.pool import POOL
 from codeeval.generation import BackendSpec, devices
-from codeeval.tasks.shards import KEPT, _skipped, execute_shard, generate_shard
+from codeeval.tasks.shards import KEPT, _skipped, content_key, execute_shard, generate_shard
 
 GENERATE = "generate-shard/generate-shard"
 EXECUTE = "execute-shard/execute-shard"
@@ -76,7 +75,7 @@ def remote_shard(deployment: str, run_name: str, parameters: dict, key: str, aft
         if skipped := _skipped([after]):
             return skipped
         parameters = {**parameters, "generations_path": after}
-        key = digest(key, file_digest(storage.fetch(Path(after))))  # as execute_shard's own key
+        key = content_key({"cache_key": key, "generations_path": after})  # as execute_shard's own key
     out_path = parameters["out_path"]
     if artifacts.written_with(Path(out_path), key):
         return Completed(data=out_path, message=KEPT)

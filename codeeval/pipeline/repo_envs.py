@@ -40,7 +40,7 @@ def report(task: str, data_dir: Optional[Path], source_code_root: Optional[Path]
     runner = runner_for(type("Sandbox", (), {"name": executor})())
     by_project: dict[tuple[str, str], list] = {}
     for p in problems:
-        by_project.setdefault((p.record["codeeval"]["source_root"], p.record["codeeval"]["project"]), []).append(p)
+        by_project.setdefault((p.site.source_root, p.repo.project), []).append(p)
     emit(HEADER)
     rows = []
     for (root, project), group in by_project.items():

@@ -31,6 +31,7 @@ from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.execute import execute_rows
 from codeeval.pipeline.generate import generate_rows
 from codeeval.pipeline.plan import plan_task
+from codeeval.pipeline.problems import fingerprint as problems_fingerprint
 from codeeval.pipeline.problems import problems_rows, read_problems
 from codeeval.pipeline.score import samples_of, score_samples
 from codeeval.tasks import slots
@@ -46,16 +47,21 @@ def _kept(out_path: str, key: str):
     return None
 
 
-def _given_key(context, parameters) -> str:
-    return parameters["cache_key"]
-
-
-def _key_with_input_file(context, parameters) -> str:
-    """The flow's key plus the content of the upstream file (known only once it exists)."""
+def content_key(parameters) -> str:
+    """What the shard's output depends on (no host path): the flow's key, plus for an execution
+    shard the content of its generations file (known only once it exists). Written into the
+    shard's Parquet metadata, so that the file is recognised wherever the run directory is now."""
+    if "generations_path" not in parameters:
+        return parameters["cache_key"]
     upstream = parameters["generations_path"]
     if not isinstance(upstream, str):  # the generation shard failed: this run is skipped, not cached
         return digest(parameters["cache_key"], "upstream failed")
     return digest(parameters["cache_key"], file_digest(storage.fetch(Path(upstream))))
+
+
+def _prefect_key(context, parameters) -> str:
+    """Prefect's result cache holds the output's path: its key names the path too."""
+    return digest(content_key(parameters), parameters["out_path"])
 
 
 SKIPPED = "Skipped"
@@ -145,13 +151,13 @@ def load_problems(config: RunConfig, name: str, out_path: str) -> PlannedTask:
                           artifacts.PROBLEMS_SCHEMA)
     get_run_logger().info("%s: %d problems, %d samples, %d shards", name, len(plan.problems),
                           sum(plan.counts.values()), len(plan.shards))
-    return PlannedTask(name=name, problems_path=out_path, fingerprint=file_digest(Path(out_path)),
+    return PlannedTask(name=name, problems_path=out_path, fingerprint=problems_fingerprint(Path(out_path)),
                        n_problems=len(plan.problems), n_samples=sum(plan.counts.values()),
                        shards=tuple(plan.shards), ks=tuple(plan.ks), ks_left_out=tuple(plan.ks_left_out),
                        executes=plan.spec.executes)
 
 
-@task(name="generate", persist_result=True, cache_key_fn=_given_key, retry_condition_fn=failures.retry_condition)
+@task(name="generate", persist_result=True, cache_key_fn=_prefect_key, retry_condition_fn=failures.retry_condition)
 def generate_shard(name: str, problems_path: str, start: int, stop: int, backend: BackendSpec,
                    out_path: str, cache_key: str, run_id: str = "") -> str:
     if kept := _kept(out_path, cache_key):
@@ -171,13 +177,13 @@ def generate_shard(name: str, problems_path: str, start: int, stop: int, backend
     return out_path
 
 
-@task(name="execute", persist_result=True, cache_key_fn=_key_with_input_file,
+@task(name="execute", persist_result=True, cache_key_fn=_prefect_key,
       retry_condition_fn=failures.retry_condition)
 def execute_shard(name: str, problems_path: str, generations_path: str, sandbox: SandboxSpec,
                   out_path: str, cache_key: str, run_id: str = "") -> str:
     if skipped := _skipped([generations_path]):
         return skipped
-    key = _key_with_input_file(None, {"cache_key": cache_key, "generations_path": generations_path})
+    key = content_key({"cache_key": cache_key, "generations_path": generations_path})
     if kept := _kept(out_path, key):
         return kept
     generations = artifacts.read_rows(Path(generations_path))
