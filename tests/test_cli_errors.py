@@ -52,7 +52,7 @@ def test_tasks_lists_the_registry():
 
 
 def test_do_sample_reads_true_and_false_as_bigcode_does():
-    from codeeval.cli import build_parser
+    from codeeval.cli_args import build_parser
 
     def parse(*args):
         return build_parser().parse_args(["run", "--tasks", "humaneval", *args]).do_sample

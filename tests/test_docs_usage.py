@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from codeeval.cli import build_parser
+from codeeval.cli_args import build_parser
 
 USAGE = Path(__file__).resolve().parents[1] / "docs" / "usage.md"
 

@@ -366,7 +366,7 @@ def test_models_files_the_fuzzer_found(tmp_path, text, message):
                       max_size=4).map(",".join))
 def test_any_task_list_is_known_tasks_or_one_line(tasks):
     from codeeval.benchmarks.registry import TASKS
-    from codeeval.cli import build_parser, config_from_args
+    from codeeval.cli_args import build_parser, config_from_args
     from codeeval.pipeline.plan import check
 
     args = build_parser().parse_args(["run", "--model", "reference", "--tasks", tasks, "--allow_code_execution"])
