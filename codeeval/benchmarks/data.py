@@ -28,15 +28,17 @@ def _text(path: Path) -> str:
 SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")  # a JSON escape of half a UTF-16 pair
 
 
-def _json(text: str, path: Path, where: str = ""):
+def parse_json(text: str, path: Path, where: str = "", what: str = "data file", surrogates: bool = True):
+    """json.loads, or one UsageError line naming the file (and `where` in it) and why; with
+    `surrogates`, a lone UTF-16 half in a string is refused too (the caller may name it better)."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UsageError(f"malformed data file {path}{where}: not JSON ({exc.msg})") from None
+        raise UsageError(f"malformed {what} {path}{where}: not JSON ({exc.msg} at line {exc.lineno})") from None
     except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting deeper than Python's stack
-        raise UsageError(f"malformed data file {path}{where}: {type(exc).__name__}") from None
-    if SURROGATE.search(text) and not encodable(json.dumps(value, ensure_ascii=False)):
-        raise UsageError(f"malformed data file {path}{where}: a lone surrogate (\\ud800-\\udfff) is no text "
+        raise UsageError(f"malformed {what} {path}{where}: not JSON Python reads ({type(exc).__name__})") from None
+    if surrogates and SURROGATE.search(text) and not encodable(json.dumps(value, ensure_ascii=False)):
+        raise UsageError(f"malformed {what} {path}{where}: a lone surrogate (\\ud800-\\udfff) is no text "
                          "(no program could hold it)")
     return value
 
@@ -46,7 +48,7 @@ def read_jsonl(path: Path) -> list[dict]:
     rows = []
     for number, line in enumerate(_text(path).splitlines(), 1):
         if line.strip():
-            row = _json(line, path, f", line {number}")
+            row = parse_json(line, path, f", line {number}")
             if not isinstance(row, dict):
                 raise UsageError(f"malformed data file {path}, line {number}: not a JSON object")
             rows.append(row)
@@ -55,7 +57,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def read_json(path: Path):
     """A whole-file JSON document (few-shot prompts, CoNaLa's and Spider's arrays)."""
-    return _json(_text(path), path)
+    return parse_json(_text(path), path)
 
 
 def check_fields(records: list, fields: dict, where: str) -> list[dict]:

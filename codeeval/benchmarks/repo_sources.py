@@ -23,34 +23,34 @@ from codeeval.core.errors import UsageError
 from codeeval.executors.repo.tree import write_manifest
 
 
-def source_root_setting(family: str, data_dir: Optional[Path], given: Optional[Path] = None) -> Optional[Path]:
-    """--source-code-root, else $CODEEVAL_<FAMILY>_SOURCE_CODE, else <data dir>/<family>/Source_Code."""
+def _tree_setting(flag: str, variable: str, folder: str, data_dir: Optional[Path], given: Optional[Path],
+                  env_must_exist: bool) -> Optional[Path]:
+    """The flag, else the environment variable, else <data dir>/<family>/<folder>, else None."""
     if given is not None:
         if not given.is_dir():
-            raise UsageError(f"--source-code-root {given}: not a folder")
+            raise UsageError(f"{flag} {given}: not a folder")
         return given
-    env = os.environ.get(f"CODEEVAL_{family.upper()}_SOURCE_CODE")
+    env = os.environ.get(variable)
     if env:
         root = Path(env).expanduser()
-        if not root.is_dir():
-            raise UsageError(f"CODEEVAL_{family.upper()}_SOURCE_CODE={env}: not a folder")
+        if env_must_exist and not root.is_dir():
+            raise UsageError(f"{variable}={env}: not a folder")
         return root
-    if data_dir is not None and (data_dir / family / "Source_Code").is_dir():
-        return data_dir / family / "Source_Code"
+    if data_dir is not None and (data_dir / folder).is_dir():
+        return data_dir / folder
     return None
+
+
+def source_root_setting(family: str, data_dir: Optional[Path], given: Optional[Path] = None) -> Optional[Path]:
+    """--source-code-root, else $CODEEVAL_<FAMILY>_SOURCE_CODE, else <data dir>/<family>/Source_Code."""
+    return _tree_setting("--source-code-root", f"CODEEVAL_{family.upper()}_SOURCE_CODE", f"{family}/Source_Code",
+                         data_dir, given, env_must_exist=True)
 
 
 def dependency_root_setting(family: str, data_dir: Optional[Path], given: Optional[Path] = None) -> Optional[Path]:
-    if given is not None:
-        if not given.is_dir():
-            raise UsageError(f"--dependency-data-root {given}: not a folder")
-        return given
-    env = os.environ.get(f"CODEEVAL_{family.upper()}_DEPENDENCY_DATA")
-    if env:
-        return Path(env).expanduser()
-    if data_dir is not None and (data_dir / family / "Dependency_Data").is_dir():
-        return data_dir / family / "Dependency_Data"
-    return None
+    """--dependency-data-root, else $CODEEVAL_<FAMILY>_DEPENDENCY_DATA, else <data dir>/<family>/Dependency_Data."""
+    return _tree_setting("--dependency-data-root", f"CODEEVAL_{family.upper()}_DEPENDENCY_DATA",
+                         f"{family}/Dependency_Data", data_dir, given, env_must_exist=False)
 
 
 def read_data(family: str, data_dir: Optional[Path]) -> list[dict]:

@@ -22,7 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from codeeval.benchmarks.data import encodable
+from codeeval.benchmarks.data import encodable, parse_json
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core.errors import UsageError
 from codeeval.core.fingerprint import file_digest
@@ -81,12 +81,7 @@ def _read(path: Path, problems: Sequence[Problem], prefix: Prefix,
     text = _text(path)
     if split_name(path)[1].removesuffix(".gz") == ".jsonl":
         return _parse_jsonl(path, text, problems, prefix, task), len(problems)  # extra task ids are not counted
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"malformed generations file {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting deeper than Python's stack
-        raise UsageError(f"malformed generations file {path}: not JSON Python reads ({type(exc).__name__})") from None
+    data = parse_json(text, path, what="generations file", surrogates=False)  # named per problem below
     if not isinstance(data, list) or not all(
         isinstance(g, list) and all(isinstance(s, str) for s in g) for g in data
     ):
