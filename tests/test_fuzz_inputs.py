@@ -28,8 +28,7 @@ from codeeval.pipeline.config import RunConfig
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True,  # the same cases in every CI run
-                suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                       HealthCheck.too_slow])
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 PROBLEMS = [Problem("T/0", 0, "def f():", {"prompt": "def f():\n"}), Problem("T/1", 1, "def g():", {"prompt": "g"}),
             Problem("11", 2, "x", {"prompt": "x"})]
 
