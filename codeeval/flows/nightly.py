@@ -62,8 +62,8 @@ def nightly_leaderboard(models_file: str, output_dir: str = "leaderboard", runs_
     changes_md = nightly.changes_markdown(delta, previous_date, date, failed)
     page = artifacts.write_bytes(out / "index.html", leaderboard_html.render(
         rows, f"{leaderboard_charts.short_night(night)} UTC", delta, previous_date, failed, nightly.read_history(out)).encode())
-    create_table_artifact([{k: r[k] for k in ("model", "task", "metric", "value", "problems", "run_id", "date",
-                                              "error")}
+    create_table_artifact([{k: r[k] for k in ("model", "task", "metric", "value", "stderr", "ci95_low", "ci95_high",
+                                              "problems", "run_id", "date", "error")}
                            for r in rows if r["primary"]], key="leaderboard",
                           description=f"codeeval leaderboard {date} (primary metric per task)")
     create_markdown_artifact(changes_md, key="leaderboard-changes", description=f"changes on {date}")

@@ -1,8 +1,10 @@
 """The leaderboard page's charts as inline SVG (no script, no network): tonight's primary metric per
-model as bars, and per task its trend over the nights kept in history/ as one line per model."""
+model as bars with their 95% intervals as error bars, and per task its trend over the nights kept
+in history/ as one line per model."""
 from __future__ import annotations
 
 import html
+from typing import Optional
 
 BAR_W, BAR_GAP, CHART_H, LABEL_W, TOP = 28, 14, 160, 40, 18
 TREND_W, TREND_H, PAD_L, PAD_B = 420, 170, 40, 34
@@ -17,21 +19,33 @@ def colour(i: int) -> str:
     return COLOURS[i % len(COLOURS)]
 
 
-def bars(task: str, metric: str, values: list[tuple[str, float]]) -> str:
-    """One bar per model, scaled to [0, max(1, top value)]."""
-    top = max([1.0, *(v for _, v in values)])
+def bars(task: str, metric: str, values: list[tuple[str, float, Optional[tuple[float, float]]]]) -> str:
+    """One bar per model, scaled to [0, max(1, top value)], with its 95% interval as an error bar
+    (none when the value has no interval: fewer than two problems)."""
+    top = max([1.0, *(v for _, v, _ in values), *(ci[1] for _, _, ci in values if ci)])
     width = LABEL_W + len(values) * (BAR_W + BAR_GAP) + BAR_GAP
     out = []
-    for i, (model, value) in enumerate(values):
+    for i, (model, value, ci) in enumerate(values):
         h = CHART_H * value / top
         x = LABEL_W + BAR_GAP + i * (BAR_W + BAR_GAP)
+        label_y = CHART_H - h + TOP - 4
+        interval = f", 95% interval [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else ""
         out.append(f'<rect class="bar" data-model="{esc(model)}" data-value="{value:.6g}" x="{x}" '
                    f'y="{CHART_H - h + TOP:.1f}" width="{BAR_W}" height="{h:.1f}"><title>{esc(model)}: '
-                   f'{value:.4f}</title></rect>'
-                   f'<text x="{x + BAR_W / 2}" y="{CHART_H - h + TOP - 4:.1f}" text-anchor="middle">{value:.3f}</text>'
+                   f'{value:.4f}{interval}</title></rect>')
+        if ci:
+            y_lo, y_hi = CHART_H * (1 - ci[0] / top) + TOP, CHART_H * (1 - ci[1] / top) + TOP
+            mid, cap = x + BAR_W / 2, BAR_W / 4
+            out.append(f'<g class="errorbar" data-model="{esc(model)}" data-ci="{ci[0]:.6g},{ci[1]:.6g}">'
+                       f'<line x1="{mid}" y1="{y_lo:.1f}" x2="{mid}" y2="{y_hi:.1f}"/>'
+                       + "".join(f'<line x1="{mid - cap}" y1="{y:.1f}" x2="{mid + cap}" y2="{y:.1f}"/>'
+                                 for y in (y_lo, y_hi)) + '</g>')
+            label_y = min(label_y, y_hi - 4)
+        out.append(f'<text x="{x + BAR_W / 2}" y="{label_y:.1f}" text-anchor="middle">{value:.3f}</text>'
                    f'<text x="{x + BAR_W / 2}" y="{CHART_H + TOP + 14}" text-anchor="middle">{i + 1}</text>')
-    legend = "".join(f"<li>{esc(m)}</li>" for m, _ in values)  # numbered as the bars
-    return (f'<div class="chart" data-task="{esc(task)}"><h3>{esc(task)} ({esc(metric)}) tonight</h3>'
+    legend = "".join(f"<li>{esc(m)}</li>" for m, _, _ in values)  # numbered as the bars
+    return (f'<div class="chart" data-task="{esc(task)}"><h3>{esc(task)} ({esc(metric)}) tonight, '
+            f'with 95% intervals</h3>'
             f'<svg width="{width}" height="{CHART_H + TOP + 24}" role="img" aria-label="{esc(task)} {esc(metric)}">'
             f'<line class="axis" x1="{LABEL_W}" y1="{CHART_H + TOP}" x2="{width}" y2="{CHART_H + TOP}"/>'
             f'<text x="{LABEL_W - 4}" y="{TOP + 4}" text-anchor="end">{top:g}</text>'

@@ -1,8 +1,9 @@
 """The leaderboard as one static HTML file a team reads in the morning: tonight's failures with
-their cause, a sortable table (click a header) of each task's primary metric with the number of
-problems it covers, the changes since the previous night, and per task a trend over the nights in
-history/ and tonight's bars. Self-contained (inline CSS, JS and SVG, codeeval/pipeline/leaderboard_charts.py):
-it opens from a file, on a machine with no network, and can be served by any static web server."""
+their cause, a sortable table (click a header) of each task's primary metric with its 95% interval
+and the number of problems it covers, the changes since the previous night, and per task a trend
+over the nights in history/ and tonight's bars with error bars. Self-contained (inline CSS, JS and
+SVG, codeeval/pipeline/leaderboard_charts.py): it opens from a file, on a machine with no network,
+and can be served by any static web server."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -42,7 +43,8 @@ td:first-child, th:first-child { text-align: left; }
 .charts { display: flex; flex-wrap: wrap; gap: 2em; }
 .chart h3 { font-size: 1em; margin: 0 0 .3em 0; }
 .bar { fill: #4a7ebb; } .axis { stroke: #888; } text { font-size: 11px; }
-td .problems { color: #777; font-size: .85em; margin-left: .4em; }
+td .problems, td .ci { color: #777; font-size: .85em; margin-left: .4em; }
+.errorbar line { stroke: #222; stroke-width: 1.5; }
 tr.failed td:first-child { color: #b00; } td.stale { color: #999; } td.failed-cell { color: #b00; }
 .failures { border: 2px solid #d33; background: #fff4f4; padding: .5em 1em; margin-bottom: 1.5em; }
 .failures h2 { color: #b00; margin-top: .2em; } .cause { white-space: pre-wrap; margin: .2em 0 .8em 1em; }
@@ -52,8 +54,18 @@ td.up { color: #1a7f37; } td.down { color: #b00; }
 """
 
 
+def _interval(r: dict) -> tuple[str, str]:
+    """The cell's 95% interval (shown) and its standard error (in the tooltip), when computed."""
+    if r.get("ci95_low") is None or r.get("ci95_high") is None:
+        return "", ""
+    return (f'<span class="ci">[{r["ci95_low"]:.4f}, {r["ci95_high"]:.4f}]</span>',
+            f'; 95% interval [{r["ci95_low"]:.4f}, {r["ci95_high"]:.4f}], standard error {r["stderr"]:.4f} '
+            f'({r.get("stderr_method") or "?"})' if r.get("stderr") is not None else "")
+
+
 def _score(r: Optional[dict], date: str) -> str:
-    """A table cell: the value, the problems it covers beside it, and its date when older than tonight."""
+    """A table cell: the value, its 95% interval and the problems it covers beside it, and its date
+    when older than tonight."""
     if r is None:
         return '<td data-value="-1">-</td>'
     if r["value"] is None:
@@ -62,9 +74,10 @@ def _score(r: Optional[dict], date: str) -> str:
     problems = "" if r["problems"] is None else f'<span class="problems">{r["problems"]} problems</span>'
     since = f' <span class="problems">(from {_esc(r["date"])})</span>' if stale else ""
     klass = ' class="stale"' if stale else ""
+    interval, tip = _interval(r)
     return (f'<td{klass} data-value="{r["value"]:.6g}" data-problems='
-            f'"{r["problems"] if r["problems"] is not None else ""}" title="run {_esc(r["run_id"])}">'
-            f'{r["value"]:.4f}{problems}{since}</td>')
+            f'"{r["problems"] if r["problems"] is not None else ""}" title="run {_esc(r["run_id"])}{_esc(tip)}">'
+            f'{r["value"]:.4f}{interval}{problems}{since}</td>')
 
 
 def _table(rows: list[dict], tasks: list[str], metric_of: dict, date: str) -> str:
@@ -133,12 +146,15 @@ def render(rows: list[dict], updated: str, delta: list[dict], previous_date: Opt
     by_task = defaultdict(list)
     for r in rows:
         if r["primary"] and r["value"] is not None and not r.get("error"):
-            by_task[r["task"]].append((r["model"], r["value"]))
+            ci = (r["ci95_low"], r["ci95_high"]) if r.get("ci95_low") is not None else None
+            by_task[r["task"]].append((r["model"], r["value"], ci))
     charts = "".join(bars(t, metric_of.get(t) or "", by_task[t]) for t in tasks if by_task[t])
     return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>codeeval leaderboard {_esc(date)}</title>'
             f'<style>{STYLE}</style></head><body><h1>codeeval leaderboard</h1><p>Updated {_esc(updated)}; '
-            f'{len(models)} models, {len(tasks)} tasks; each score with the number of problems it covers. '
+            f'{len(models)} models, {len(tasks)} tasks; each score with its 95% interval over problems '
+            f'(docs/statistics.md) and the number of problems it covers. '
             f'Click a column header to sort.</p>{_failures(failed)}{_table(rows, tasks, metric_of, date)}'
-            f'{_changes(delta, previous_date)}<h2>Trend per task</h2><div class="charts">'
+            f'{_changes(delta, previous_date)}'
+            f'<h2>Trend per task</h2><div class="charts">'
             f'{_trends(tasks, metric_of, history)}</div><h2>Tonight per task</h2><div class="charts">{charts}</div>'
             f'<script>{SCRIPT}</script></body></html>\n')

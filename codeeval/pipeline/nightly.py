@@ -37,7 +37,11 @@ from codeeval.pipeline.leaderboard import primary
 
 LEADERBOARD_SCHEMA = pa.schema([
     ("model", pa.string()), ("task", pa.string()), ("metric", pa.string()), ("value", pa.float64()),
-    ("primary", pa.bool_()), ("problems", pa.int64()), ("run_id", pa.string()), ("date", pa.string()),
+    ("primary", pa.bool_()), ("problems", pa.int64()),
+    # the value's uncertainty over problems (docs/statistics.md): standard error, 95% interval, how computed
+    ("stderr", pa.float64()), ("ci95_low", pa.float64()), ("ci95_high", pa.float64()), ("stderr_method", pa.string()),
+    ("run_id", pa.string()), ("date", pa.string()),
+    ("run_dir", pa.string()),  # the run's directory (results.json; its shards, rewritten when they change)
     ("error", pa.string()),  # a model whose run failed tonight: its root cause (its rows are older, or empty)
 ])
 HISTORY = "history"  # under the output folder: one leaderboard-<stamp>.parquet per night, never overwritten
@@ -139,7 +143,8 @@ def _describe(hint: Any) -> str:
 
 
 def rows_of(results: dict, date: str) -> list[dict]:
-    """One row per numeric metric of each task in a results.json."""
+    """One row per numeric metric of each task in a results.json, with its standard error and 95%
+    interval when the score stage computed them."""
     info = results.get("codeeval", {})
     rows = []
     for task, detail in info.get("tasks", {}).items():
@@ -149,9 +154,13 @@ def rows_of(results: dict, date: str) -> list[dict]:
         head = primary(results, task)
         for metric, value in metrics.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
+                low, high = (detail.get("ci95") or {}).get(metric) or (None, None)
                 rows.append({"model": results["config"]["model"], "task": task, "metric": metric,
                              "value": float(value), "primary": metric == head, "problems": detail.get("problems"),
-                             "run_id": info.get("run_id"), "date": date, "error": None})
+                             "stderr": (detail.get("stderr") or {}).get(metric), "ci95_low": low, "ci95_high": high,
+                             "stderr_method": (detail.get("stderr_method") or {}).get(metric),
+                             "run_id": info.get("run_id"), "date": date, "run_dir": info.get("run_dir"),
+                             "error": None})
     return rows
 
 
@@ -170,7 +179,9 @@ def failed_rows(previous: list[dict], model: str, tasks: list[str], cause: str, 
     kept = [{**r, "error": cause} for r in previous if r["model"] == model]
     have = {r["task"] for r in kept}
     return kept + [{"model": model, "task": task, "metric": None, "value": None, "primary": True, "problems": None,
-                    "run_id": None, "date": date, "error": cause} for task in tasks if task not in have]
+                    "stderr": None, "ci95_low": None, "ci95_high": None, "stderr_method": None, "run_id": None,
+                    "date": date, "run_dir": None, "error": cause}
+                   for task in tasks if task not in have]
 
 
 def today() -> str:
