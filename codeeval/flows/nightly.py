@@ -4,7 +4,9 @@ date) and a static index.html, and publish a Prefect table artifact (`leaderboar
 markdown artifact of the changes since the previous night (`leaderboard-changes`).
 
 Every night's leaderboard is also kept as history/leaderboard-<UTC timestamp>.parquet, never
-overwritten (the page's trend charts read them). A model whose run fails keeps its previous rows
+overwritten (the page's trend charts read them), and each model's Parquet files as
+samples/<UTC timestamp>/<run_id> (what the paired comparisons read, tonight's and the next night's:
+codeeval/pipeline/leaderboard_paired.py). A model whose run fails keeps its previous rows
 (their date says how old they are), carries its root cause (every failed shard's) on the page,
 in the table and in the changes, and fails the flow run once the page is written, so the UI
 shows it red while the leaderboard stays complete.
@@ -19,7 +21,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from codeeval.core import artifacts
 from codeeval.core.errors import RunFailed
 from codeeval.flows.evaluate import evaluate
-from codeeval.pipeline import leaderboard_charts, leaderboard_html, nightly
+from codeeval.pipeline import leaderboard_charts, leaderboard_html, leaderboard_paired, nightly
 from codeeval.pipeline.plan import check
 
 
@@ -40,6 +42,7 @@ def nightly_leaderboard(models_file: str, output_dir: str = "leaderboard", runs_
     date, night = nightly.today(), nightly.stamp()
     out = Path(output_dir)
     board = out / "leaderboard.parquet"
+    snapshot = nightly.history_path(out, night)  # tonight's history file; its name names tonight's samples/
     previous = nightly.read_leaderboard(board)
     rows: list[dict] = []
     reused: dict[str, dict] = {}
@@ -52,16 +55,24 @@ def nightly_leaderboard(models_file: str, output_dir: str = "leaderboard", runs_
             log.error("%s failed: %s", config.model, failed[config.model])
             rows += nightly.failed_rows(previous, config.model, config.tasks, failed[config.model], date)
             continue
-        rows += nightly.rows_of(results, date)
+        try:  # what tomorrow's paired comparison reads, kept as it is tonight
+            samples = leaderboard_paired.keep_samples(out, nightly.night_of(snapshot), results)
+        except OSError as exc:
+            samples = None
+            log.warning("%s: its samples were not kept (no paired comparison): %s", config.model, exc)
+        rows += nightly.rows_of(results, date, samples)
         reused[config.model] = {task: detail["reused"] for task, detail in results["codeeval"]["tasks"].items()}
 
     delta = nightly.changes(previous, rows)
     previous_date = max((r["date"] for r in previous), default=None)
+    paired = leaderboard_paired.compare_nights(out, rows, previous, failed)
     nightly.write_leaderboard(board, rows)
-    nightly.write_leaderboard(nightly.history_path(out, night), rows)
-    changes_md = nightly.changes_markdown(delta, previous_date, date, failed)
+    nightly.write_leaderboard(snapshot, rows)
+    history = nightly.read_history(out)
+    leaderboard_paired.prune(out, [rows for _, rows in history[-leaderboard_paired.KEEP_NIGHTS:]])
+    changes_md = nightly.changes_markdown(delta, previous_date, date, failed, paired)
     page = artifacts.write_bytes(out / "index.html", leaderboard_html.render(
-        rows, f"{leaderboard_charts.short_night(night)} UTC", delta, previous_date, failed, nightly.read_history(out)).encode())
+        rows, f"{leaderboard_charts.short_night(night)} UTC", delta, previous_date, failed, history, paired).encode())
     create_table_artifact([{k: r[k] for k in ("model", "task", "metric", "value", "stderr", "ci95_low", "ci95_high",
                                               "problems", "run_id", "date", "error")}
                            for r in rows if r["primary"]], key="leaderboard",
@@ -71,5 +82,10 @@ def nightly_leaderboard(models_file: str, output_dir: str = "leaderboard", runs_
     if failed:
         raise RunFailed(f"{len(failed)} of {len(configs)} models failed: "
                         + "".join(f"\n{m}: {why}" for m, why in failed.items()))  # every cause, whole
-    return {"date": date, "rows": len(rows), "changes": delta, "reused": reused,
+    flips: dict[str, dict] = {}  # model -> task -> the problems that flipped each way since the previous night
+    for p in paired:
+        if p.against == leaderboard_paired.PREVIOUS and p.result is not None:
+            flips.setdefault(p.model, {})[p.task] = {"pass_to_fail": [f.task_id for f in p.pass_to_fail],
+                                                     "fail_to_pass": [f.task_id for f in p.fail_to_pass]}
+    return {"date": date, "rows": len(rows), "changes": delta, "reused": reused, "flips": flips,
             "parquet": str(board), "html": str(page)}

@@ -1,16 +1,20 @@
 """The leaderboard as one static HTML file a team reads in the morning: tonight's failures with
 their cause, a sortable table (click a header) of each task's primary metric with its 95% interval
-and the number of problems it covers, the changes since the previous night, and per task a trend
-over the nights in history/ and tonight's bars with error bars. Self-contained (inline CSS, JS and
-SVG, codeeval/pipeline/leaderboard_charts.py): it opens from a file, on a machine with no network,
-and can be served by any static web server."""
+and the number of problems it covers, the changes since the previous night (metrics, and the
+problems that flipped), per task a trend over the nights in history/ and tonight's bars with error
+bars, and per model its paired comparisons (codeeval/pipeline/leaderboard_paired_html.py).
+Self-contained (inline CSS, JS and SVG, codeeval/pipeline/leaderboard_charts.py): it opens from a
+file, on a machine with no network, and can be served by any static web server (the links to the
+samples' Parquet files are relative: samples/ sits beside index.html)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Optional
+from typing import Optional, Sequence
 
 from codeeval.pipeline.leaderboard_charts import bars, trend
 from codeeval.pipeline.leaderboard_charts import esc as _esc
+from codeeval.pipeline.leaderboard_paired import Paired
+from codeeval.pipeline.leaderboard_paired_html import flips_table, sections
 
 SCRIPT = """
 function sortBy(table, col, asc) {
@@ -45,6 +49,12 @@ td:first-child, th:first-child { text-align: left; }
 .bar { fill: #4a7ebb; } .axis { stroke: #888; } text { font-size: 11px; }
 td .problems, td .ci { color: #777; font-size: .85em; margin-left: .4em; }
 .errorbar line { stroke: #222; stroke-width: 1.5; }
+ul.flips { margin: .1em 0; padding: 0; list-style: none; font-size: .9em; } .where { color: #555; }
+#flips td, .paired-table td { vertical-align: top; } #flips td:nth-child(n+3) { text-align: left; }
+td.against { white-space: nowrap; text-align: left; } #flips th, .paired-table th { text-align: left; }
+tr.flipped td { text-align: left; border-top: none; } tr.flipped ul.flips { display: inline; }
+tr.flipped ul.flips li { display: inline; margin-right: 1.2em; }
+section.paired h3 { margin-bottom: .3em; } tr.not-compared td { color: #777; text-align: left; }
 tr.failed td:first-child { color: #b00; } td.stale { color: #999; } td.failed-cell { color: #b00; }
 .failures { border: 2px solid #d33; background: #fff4f4; padding: .5em 1em; margin-bottom: 1.5em; }
 .failures h2 { color: #b00; margin-top: .2em; } .cause { white-space: pre-wrap; margin: .2em 0 .8em 1em; }
@@ -136,9 +146,10 @@ def _trends(tasks: list[str], metric_of: dict, history: list[tuple[str, list[dic
 
 
 def render(rows: list[dict], updated: str, delta: list[dict], previous_date: Optional[str],
-           failed: dict[str, str], history: list[tuple[str, list[dict]]]) -> str:
+           failed: dict[str, str], history: list[tuple[str, list[dict]]], paired: Sequence[Paired] = ()) -> str:
     """rows: the leaderboard's long rows (codeeval/pipeline/nightly.py LEADERBOARD_SCHEMA); updated: tonight's
-    date (the first word) and time; history: (night, rows) of every night kept, tonight's included."""
+    date (the first word) and time; history: (night, rows) of every night kept, tonight's included;
+    paired: tonight's comparisons (leaderboard_paired.compare_nights)."""
     date = updated.split()[0]
     tasks = list(dict.fromkeys(r["task"] for r in rows if r["primary"]))
     metric_of = {r["task"]: r["metric"] for r in rows if r["primary"] and r["metric"]}
@@ -154,7 +165,8 @@ def render(rows: list[dict], updated: str, delta: list[dict], previous_date: Opt
             f'{len(models)} models, {len(tasks)} tasks; each score with its 95% interval over problems '
             f'(docs/statistics.md) and the number of problems it covers. '
             f'Click a column header to sort.</p>{_failures(failed)}{_table(rows, tasks, metric_of, date)}'
-            f'{_changes(delta, previous_date)}'
+            f'{_changes(delta, previous_date)}{flips_table(paired, previous_date)}'
             f'<h2>Trend per task</h2><div class="charts">'
             f'{_trends(tasks, metric_of, history)}</div><h2>Tonight per task</h2><div class="charts">{charts}</div>'
+            f'{sections(paired, models if paired else [], failed)}'
             f'<script>{SCRIPT}</script></body></html>\n')

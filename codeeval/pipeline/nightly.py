@@ -24,7 +24,7 @@ import dataclasses
 import datetime as dt
 import typing
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, Sequence
 
 import pyarrow as pa
 
@@ -34,6 +34,7 @@ from codeeval.generation.base import GenerationArgs
 from codeeval.pipeline import failures
 from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.leaderboard import primary
+from codeeval.pipeline.leaderboard_paired import Paired, flips_markdown
 
 LEADERBOARD_SCHEMA = pa.schema([
     ("model", pa.string()), ("task", pa.string()), ("metric", pa.string()), ("value", pa.float64()),
@@ -42,6 +43,9 @@ LEADERBOARD_SCHEMA = pa.schema([
     ("stderr", pa.float64()), ("ci95_low", pa.float64()), ("ci95_high", pa.float64()), ("stderr_method", pa.string()),
     ("run_id", pa.string()), ("date", pa.string()),
     ("run_dir", pa.string()),  # the run's directory (results.json; its shards, rewritten when they change)
+    # the night's own copy of the run's problems/generations/executions Parquet (the paired comparisons
+    # read it), relative to the leaderboard folder: samples/<night>/<run_id> (leaderboard_paired.py)
+    ("samples", pa.string()),
     ("error", pa.string()),  # a model whose run failed tonight: its root cause (its rows are older, or empty)
 ])
 HISTORY = "history"  # under the output folder: one leaderboard-<stamp>.parquet per night, never overwritten
@@ -142,9 +146,9 @@ def _describe(hint: Any) -> str:
     return "null" if hint is type(None) else getattr(hint, "__name__", str(hint))
 
 
-def rows_of(results: dict, date: str) -> list[dict]:
+def rows_of(results: dict, date: str, samples: Optional[str] = None) -> list[dict]:
     """One row per numeric metric of each task in a results.json, with its standard error and 95%
-    interval when the score stage computed them."""
+    interval when the score stage computed them; `samples`: the night's copy of the run's files."""
     info = results.get("codeeval", {})
     rows = []
     for task, detail in info.get("tasks", {}).items():
@@ -160,7 +164,7 @@ def rows_of(results: dict, date: str) -> list[dict]:
                              "stderr": (detail.get("stderr") or {}).get(metric), "ci95_low": low, "ci95_high": high,
                              "stderr_method": (detail.get("stderr_method") or {}).get(metric),
                              "run_id": info.get("run_id"), "date": date, "run_dir": info.get("run_dir"),
-                             "error": None})
+                             "samples": samples, "error": None})
     return rows
 
 
@@ -180,7 +184,7 @@ def failed_rows(previous: list[dict], model: str, tasks: list[str], cause: str, 
     have = {r["task"] for r in kept}
     return kept + [{"model": model, "task": task, "metric": None, "value": None, "primary": True, "problems": None,
                     "stderr": None, "ci95_low": None, "ci95_high": None, "stderr_method": None, "run_id": None,
-                    "date": date, "run_dir": None, "error": cause}
+                    "date": date, "run_dir": None, "samples": None, "error": cause}
                    for task in tasks if task not in have]
 
 
@@ -191,6 +195,11 @@ def today() -> str:
 def stamp() -> str:
     """This moment in UTC, sortable and fit for a file name; it follows a plain date (YYYY-MM-DD)."""
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H%M%SZ")
+
+
+def night_of(history_file: Path) -> str:
+    """The night a history snapshot is of: leaderboard-2026-11-24T020000Z_2.parquet -> 2026-11-24T020000Z_2."""
+    return history_file.stem[len("leaderboard-"):]
 
 
 def history_path(out: Path, night: str) -> Path:
@@ -205,7 +214,7 @@ def history_path(out: Path, night: str) -> Path:
 def read_history(out: Path) -> list[tuple[str, list[dict]]]:
     """(night, rows) of every snapshot under out/history, oldest first."""
     snapshots = sorted((out / HISTORY).glob("leaderboard-*.parquet"))
-    return [(p.stem[len("leaderboard-"):], artifacts.read_rows(p)) for p in snapshots]
+    return [(night_of(p), artifacts.read_rows(p)) for p in snapshots]
 
 
 def write_leaderboard(path: Path, rows: Iterable[dict]) -> Path:
@@ -234,7 +243,10 @@ def changes(previous: list[dict], current: list[dict]) -> list[dict]:
     return out
 
 
-def changes_markdown(delta: list[dict], previous_date: Optional[str], date: str, failed: dict[str, str]) -> str:
+def changes_markdown(delta: list[dict], previous_date: Optional[str], date: str, failed: dict[str, str],
+                     paired: Sequence[Paired] = ()) -> str:
+    """The `leaderboard-changes` artifact: the metrics that moved, per model and task the problems
+    that flipped since the previous night (`paired`: leaderboard_paired.compare_nights), the failures."""
     since = f"since {previous_date}" if previous_date else "(no previous leaderboard)"
     lines = [f"# Leaderboard {date}: {len(delta)} changes {since}", ""]
     if delta:
@@ -243,6 +255,7 @@ def changes_markdown(delta: list[dict], previous_date: Optional[str], date: str,
                   f"{_change(d)} |" for d in delta]
     else:
         lines.append("No metric changed.")
+    lines += flips_markdown(list(paired), previous_date)
     for model, why in failed.items():  # every line of the cause (one per failed shard)
         first, *rest = why.splitlines() or [""]
         lines += ["", f"**{model} failed**: {first}", *(f"- {line}" for line in rest)]
