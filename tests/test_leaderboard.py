@@ -77,3 +77,36 @@ def test_a_first_night_where_every_model_failed_still_lists_them_with_their_caus
     assert "0 changes (no previous leaderboard)" in page and "No metric changed." in page
     assert page.count('data-nights="1"') == 2 and page.count('data-values=""') == 2
     assert "<rect" not in page and "<circle" not in page
+
+
+def test_a_leaderboard_from_before_the_samples_were_kept_is_said_in_one_line(tmp_path):
+    """Rows of an older leaderboard (no stderr, interval or samples columns) render, with no interval
+    and no error bar, and each comparison that needs their samples says why it was not made; a
+    copy under samples/ that no recent night names is pruned."""
+    from codeeval.pipeline import leaderboard_html, leaderboard_paired, nightly
+
+    old = {"model": "m", "task": "humaneval", "metric": "pass@1", "value": 0.5, "primary": True, "problems": 4,
+           "run_id": "m-1", "date": "2026-11-23", "error": None}
+    board = tmp_path / "board"
+    nightly.write_leaderboard(board / "leaderboard.parquet", [old])
+    previous = nightly.read_leaderboard(board / "leaderboard.parquet")
+    assert previous[0]["samples"] is None and previous[0]["ci95_low"] is None
+    tonight = [{**old, "date": "2026-11-24", "samples": "samples/2026-11-24T020000Z/m-1"},
+               {**old, "model": "n", "value": 0.75, "run_id": "n-1", "date": "2026-11-24",
+                "samples": "samples/2026-11-24T020000Z/gone"}]
+    paired = leaderboard_paired.compare_nights(board, tonight, previous, {})
+    why = {(p.model, p.against): p.why for p in paired}
+    assert why["m", "previous night"].startswith("humaneval: no copy of the samples kept")
+    assert why["n", "previous night"] == "no previous night"
+    assert why["n", "best model"] == "the best model on humaneval tonight"
+    assert why["m", "best model"].startswith("humaneval: not compared: FileNotFoundError")  # both copies missing
+    assert all("\n" not in p.why for p in paired)
+    page = leaderboard_html.render(previous, "2026-11-23 02:00 UTC", [], None, {}, [("2026-11-23", previous)], paired)
+    assert 'class="ci"' not in page and 'class="errorbar"' not in page and "<rect" in page
+    assert "no copy of the samples kept" in page and '<section class="paired" data-model="m">' in page
+
+    for rel in ("samples/2026-11-22T020000Z/m-1", "samples/2026-11-24T020000Z/m-1"):
+        (board / rel / "humaneval").mkdir(parents=True)
+    removed = leaderboard_paired.prune(board, [tonight])
+    assert removed == [board / "samples/2026-11-22T020000Z/m-1"]
+    assert sorted(p.name for p in (board / "samples").iterdir()) == ["2026-11-24T020000Z"]

@@ -1,6 +1,8 @@
 """The nightly leaderboard flow on a real Prefect API, three nights (the second recomputes nothing
-and has no changes; on the third a model improves and one fails to load), and its HTML page
-opened in headless Chromium (Debian's package), its screenshot kept in .cache/screenshots."""
+and has no changes; on the third a model's replayed file changes in place, so that some problems
+flip each way, and a model fails to load), and its HTML page opened in headless Chromium (Debian's
+package), its screenshot kept in .cache/screenshots: intervals, problem counts, error bars, the
+flipped problems and the paired comparisons with their links to the samples' Parquet files."""
 from __future__ import annotations
 
 import gzip
@@ -45,6 +47,10 @@ models:
     load_generations_path: {saved}
     tasks: [humaneval]
     generation: {{n_samples: 1, temperature: 0.0}}
+  - model: oracle-subset
+    backend: reference
+    limit: 2
+    tasks: [humaneval]
 """
 BROKEN = """  - model: {broken}
     tasks: [humaneval]
@@ -62,17 +68,25 @@ def flow_run_names() -> list[str]:
     return [r.name for r in runs]
 
 
+def replayed(path: Path, solutions: list[str], right: set[int]) -> None:
+    """Saved generations of HumanEval/0..3: the canonical solution where `right`, else `return None`."""
+    path.write_text("".join(json.dumps({"task_id": f"HumanEval/{i}", "completion": solutions[i] if i in right else
+                                        "\n    return None\n"}) + "\n" for i in range(4)))
+
+
 @pytest.fixture(scope="module")
 def nights(prefect_api, data_dir, tmp_path_factory):
-    """Two models (the reference solutions; saved generations that fail every problem) on two
-    tasks, two nights in a row; on the third night the weak model's generations get two problems
-    right and a model that fails to load joins."""
+    """Three models (the reference solutions on two tasks; saved generations right on HumanEval/3
+    only; the reference solutions on 2 problems instead of 4), two nights in a row; on the third
+    night the weak model's file, at the same path (the same run directory, its shards rewritten),
+    is right on HumanEval/0 and /1 only, and a model that fails to load joins."""
     from codeeval.flows.nightly import nightly_leaderboard
 
     tmp = tmp_path_factory.mktemp("nightly")
+    with gzip.open(data_dir / "humaneval" / "HumanEval.jsonl.gz", "rt") as fh:
+        solutions = [json.loads(line)["canonical_solution"] for line in fh][:4]
     saved = tmp / "weak.jsonl"
-    saved.write_text("".join(json.dumps({"task_id": f"HumanEval/{i}", "completion": "\n    return None\n"}) + "\n"
-                             for i in range(4)))
+    replayed(saved, solutions, {3})
     models = tmp / "models.yaml"
     models.write_text(MODELS.format(data_dir=data_dir, saved=saved))
     args = dict(models_file=str(models), output_dir=str(tmp / "board"), runs_dir=str(tmp / "runs"))
@@ -80,15 +94,11 @@ def nights(prefect_api, data_dir, tmp_path_factory):
     first_changes = latest_artifact("leaderboard-changes").data
     second = nightly_leaderboard(**args)
 
-    with gzip.open(data_dir / "humaneval" / "HumanEval.jsonl.gz", "rt") as fh:
-        solutions = [json.loads(line)["canonical_solution"] for line in fh][:2]
-    better = tmp / "better.jsonl"  # right on HumanEval/0 and /1, wrong on /2 and /3
-    better.write_text("".join(json.dumps({"task_id": f"HumanEval/{i}", "completion": solutions[i] if i < 2 else
-                                          "\n    return None\n"}) + "\n" for i in range(4)))
+    replayed(saved, solutions, {0, 1})  # HumanEval/0, /1 fail -> pass; HumanEval/3 pass -> fail
     broken = tmp / "broken-model"
     broken.mkdir()
     (broken / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
-    models.write_text(MODELS.format(data_dir=data_dir, saved=better) + BROKEN.format(broken=broken))
+    models.write_text(MODELS.format(data_dir=data_dir, saved=saved) + BROKEN.format(broken=broken))
     with pytest.raises(RunFailed) as third:
         nightly_leaderboard(**args)
     return tmp, first, first_changes, second, str(third.value), latest_artifact("leaderboard-changes").data
@@ -97,18 +107,47 @@ def nights(prefect_api, data_dir, tmp_path_factory):
 def test_the_first_night_writes_the_leaderboard(nights):
     tmp, first, first_changes, *_ = nights
     rows = pq.read_table(sorted((tmp / "board" / "history").glob("*.parquet"))[0]).to_pylist()
-    primary = {(r["model"], r["task"]): r["value"] for r in rows if r["primary"]}
-    assert primary == {("reference", "humaneval"): 1.0, ("reference", "mbpp"): 1.0, ("weak-model", "humaneval"): 0.0}
-    assert {r["metric"] for r in rows} == {"pass@1"} and {r["problems"] for r in rows} == {4}
+    primary = {(r["model"], r["task"]): (r["value"], r["problems"]) for r in rows if r["primary"]}
+    assert primary == {("reference", "humaneval"): (1.0, 4), ("reference", "mbpp"): (1.0, 4),
+                       ("weak-model", "humaneval"): (0.25, 4), ("oracle-subset", "humaneval"): (1.0, 2)}
+    assert {r["metric"] for r in rows} == {"pass@1"}
     assert all(r["run_id"] and re.fullmatch(r"\d{4}-\d\d-\d\d", r["date"]) and r["error"] is None for r in rows)
     assert first["reused"]["reference"]["humaneval"] == {"generate": [0, 2], "execute": [0, 2]}
-    assert "3 changes (no previous leaderboard)" in first_changes
-    assert "| weak-model | humaneval | pass@1 | - | 0.0000 | new |" in first_changes
+    assert "4 changes (no previous leaderboard)" in first_changes
+    assert "| weak-model | humaneval | pass@1 | - | 0.2500 | new |" in first_changes
+    assert "flipped" not in first_changes  # no previous night to flip from
+
+
+def test_the_leaderboard_parquet_carries_each_scores_uncertainty_and_its_samples(nights):
+    """stderr, the 95% interval and its method per row, as results.json has them (checked by hand:
+    1 of 4 problems passes, sample sd 0.5, SE 0.25); the run directory, and the night's copy of the
+    run's Parquet files relative to the leaderboard folder."""
+    tmp = nights[0]
+    table = pq.read_table(sorted((tmp / "board" / "history").glob("*.parquet"))[0])
+    assert {"stderr", "ci95_low", "ci95_high", "stderr_method", "run_dir", "samples"} <= set(table.column_names)
+    rows = {(r["model"], r["task"]): r for r in table.to_pylist()}
+    weak = rows["weak-model", "humaneval"]
+    assert weak["stderr"] == pytest.approx(0.25) and weak["stderr_method"] == "closed form over problems"
+    assert (weak["ci95_low"], weak["ci95_high"]) == (0.0, pytest.approx(0.25 + 1.959964 * 0.25))
+    # the night's copy of the run's results.json (the run directory's own is the third night's by now)
+    results = json.loads((tmp / "board" / weak["samples"] / "results.json").read_text())["codeeval"]["tasks"][
+        "humaneval"]
+    assert [weak["ci95_low"], weak["ci95_high"]] == results["ci95"]["pass@1"] and weak["stderr"] == results["stderr"][
+        "pass@1"]
+    ref = rows["reference", "humaneval"]
+    assert (ref["stderr"], ref["ci95_low"], ref["ci95_high"]) == (0.0, 1.0, 1.0)  # every problem passes
+    night = sorted((tmp / "board" / "history").glob("*.parquet"))[0].stem[len("leaderboard-"):]
+    for r in rows.values():
+        assert r["samples"] == f"samples/{night}/{r['run_id']}", r
+        assert (tmp / "board" / r["samples"] / r["task"] / "problems.parquet").is_file()
 
 
 def test_the_second_night_recomputes_nothing_and_has_no_changes(nights):
     tmp, first, _, second, *_ = nights
     assert second["changes"] == []
+    assert second["flips"] == {m: {t: {"pass_to_fail": [], "fail_to_pass": []} for t in tasks}
+                               for m, tasks in (("reference", ("humaneval", "mbpp")), ("weak-model", ("humaneval",)),
+                                                ("oracle-subset", ("humaneval",)))}
     for model, tasks in second["reused"].items():
         for task, counts in tasks.items():
             assert counts["generate"][0] == counts["generate"][1] and counts["execute"][0] == counts["execute"][1], \
@@ -116,12 +155,15 @@ def test_the_second_night_recomputes_nothing_and_has_no_changes(nights):
 
 
 def test_every_night_keeps_its_own_history_file_and_its_own_run_name(nights):
-    """Three nights within a minute: three snapshots (none overwritten), three distinct run names."""
+    """Three nights within a minute: three snapshots (none overwritten), three distinct run names;
+    each night's copy of the samples under samples/<night>/<run_id>."""
     tmp = nights[0]
     history = sorted((tmp / "board" / "history").glob("leaderboard-*.parquet"))
     assert len(history) == 3, history
     assert all(re.fullmatch(r"leaderboard-\d{4}-\d\d-\d\dT\d{6}Z(-\d+)?\.parquet", p.name) for p in history)
-    assert [len(pq.read_table(p)) for p in history] == [3, 3, 4]  # the third: the failed model's empty row
+    assert [len(pq.read_table(p)) for p in history] == [4, 4, 5]  # the third: the failed model's empty row
+    copies = sorted(p.relative_to(tmp / "board" / "samples").parts[0] for p in (tmp / "board" / "samples").glob("*/*"))
+    assert copies == sorted(p.stem[len("leaderboard-"):] for p in history for _ in range(3))
     names = flow_run_names()
     assert len(names) == len(set(names)) >= 3, names
     assert all(re.fullmatch(r"nightly-models-\d{4}-\d\d-\d\dT\d{6}Z-[0-9a-f]{8}", n) for n in names), names
@@ -136,8 +178,8 @@ def test_a_failed_model_is_on_the_leaderboard_with_its_whole_root_cause(nights):
         flat = " ".join(text.split())
         assert f"{broken}" in flat and CAUSE in flat, text
         assert "sentencepiece or tiktoken installed" in flat and "no-such-architecture" in flat, text
-    assert message.startswith("1 of 3 models failed:")
-    assert "| weak-model | humaneval | pass@1 | 0.0000 | 0.5000 | +0.5000 |" in changes
+    assert message.startswith("1 of 4 models failed:")
+    assert "| weak-model | humaneval | pass@1 | 0.2500 | 0.5000 | +0.2500 |" in changes
     cells = latest_artifact("leaderboard").data
     cells = json.loads(cells) if isinstance(cells, str) else cells
     (row,) = [c for c in cells if c["model"] == broken]
@@ -145,7 +187,28 @@ def test_a_failed_model_is_on_the_leaderboard_with_its_whole_root_cause(nights):
     rows = pq.read_table(tmp / "board" / "leaderboard.parquet").to_pylist()
     assert {(r["model"], r["task"], r["value"]) for r in rows if r["primary"]} == {
         ("reference", "humaneval", 1.0), ("reference", "mbpp", 1.0), ("weak-model", "humaneval", 0.5),
-        (broken, "humaneval", None)}
+        ("oracle-subset", "humaneval", 1.0), (broken, "humaneval", None)}
+
+
+def test_the_changes_list_the_problems_that_flipped_since_the_previous_night(nights):
+    """The weak model's file changed in place: its run directory's shards were rewritten, and the
+    previous night's copy (samples/) still holds what it was; HumanEval/3 went pass -> fail, /0 and
+    /1 fail -> pass, as the Parquet rows of both nights say."""
+    tmp, *_, changes = nights
+    assert "## Problems that flipped since " in changes
+    assert "| weak-model | humaneval | HumanEval/3 | HumanEval/0, HumanEval/1 |" in changes
+    assert "| reference | humaneval | none | none |" in changes and "| reference | mbpp | none | none |" in changes
+    history = [pq.read_table(p).to_pylist() for p in sorted((tmp / "board" / "history").glob("*.parquet"))]
+    (before,), (after,) = ([r for r in rows if r["model"] == "weak-model"] for rows in history[1:])
+    assert before["run_dir"] == after["run_dir"] and before["samples"] != after["samples"]
+
+    def passed(rel: str) -> dict:
+        shards = sorted((tmp / "board" / rel / "humaneval" / "executions").glob("*.parquet"))
+        return {r["task_id"]: r["passed"] for path in shards for r in pq.read_table(path).to_pylist()}
+    assert passed(before["samples"]) == {"HumanEval/0": False, "HumanEval/1": False, "HumanEval/2": False,
+                                         "HumanEval/3": True}
+    assert passed(after["samples"]) == {"HumanEval/0": True, "HumanEval/1": True, "HumanEval/2": False,
+                                        "HumanEval/3": False}
 
 
 def test_a_malformed_models_file_is_one_line(tmp_path):
@@ -170,14 +233,16 @@ def chromium(*args: str, cwd: Path) -> str:
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed (make chromium)")
 def test_the_leaderboard_page_in_headless_chromium(nights, tmp_path):
     """The page after the third night as a browser renders it (its script ran): the failed model
-    with its whole cause, every score with its problem count, the changes as an HTML table, a
-    trend over the three nights per task, sorting; its screenshot kept (.cache/screenshots)."""
+    with its whole cause, every score with its 95% interval and problem count, the changes and the
+    flipped problems as HTML tables, a trend over the three nights per task, bars with error bars,
+    the paired comparisons (the one refused for another problem set says why), sorting; its
+    screenshot kept (.cache/screenshots/leaderboard.png)."""
     from team_server import keep_screenshot
 
     board = nights[0] / "board" / "index.html"
     broken = str(nights[0] / "broken-model")
     shot = tmp_path / "leaderboard.png"
-    chromium(f"--screenshot={shot}", "--window-size=1400,1500", board.as_uri(), cwd=tmp_path)
+    chromium(f"--screenshot={shot}", "--window-size=1400,3000", board.as_uri(), cwd=tmp_path)
     assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     keep_screenshot(shot)
 
@@ -185,11 +250,13 @@ def test_the_leaderboard_page_in_headless_chromium(nights, tmp_path):
     body = dom[dom.index("<tbody>"):dom.index("</tbody>")]
     row = r'<tr(?: class="failed")?><td>([^<]+)</td>'
     # sorted by humaneval pass@1, ascending, by the page's script: the failed model first
-    assert re.findall(row, body) == [f"{broken} (failed)", "weak-model", "reference"]
+    assert re.findall(row, body) == [f"{broken} (failed)", "weak-model", "reference", "oracle-subset"]
     assert 'data-order="asc"' in dom
-    scores = re.findall(r'<td data-value="([^"]+)" data-problems="(\d+)"[^>]*>[0-9.]+<span class="problems">'
-                        r'(\d+) problems</span></td>', body)
-    assert sorted(scores) == [("0.5", "4", "4"), ("1", "4", "4"), ("1", "4", "4")]
+    scores = re.findall(r'<td data-value="([^"]+)" data-problems="(\d+)"[^>]*>[0-9.]+<span class="ci">'
+                        r'\[([0-9.]+), ([0-9.]+)\]</span><span class="problems">(\d+) problems</span></td>', body)
+    assert sorted(scores) == [("0.5", "4", "0.0000", "1.0000", "4"), ("1", "2", "1.0000", "1.0000", "2"),
+                              ("1", "4", "1.0000", "1.0000", "4"), ("1", "4", "1.0000", "1.0000", "4")]
+    assert "standard error 0.2887 (closed form over problems)" in dom  # the weak model's cell's tooltip
     assert '<td class="failed-cell" data-value="-1"' in body
 
     failures = dom[dom.index('<div class="failures"'):]
@@ -199,20 +266,75 @@ def test_the_leaderboard_page_in_headless_chromium(nights, tmp_path):
 
     changes = dom[dom.index('<table id="changes">'):]
     changes = changes[:changes.index("</table>")]
-    assert re.search(r"<td>weak-model</td><td>humaneval</td><td>pass@1</td><td>0.0000</td><td>0.5000</td>"
-                     r'<td class="up">\+0.5000</td>', changes), changes
+    assert re.search(r"<td>weak-model</td><td>humaneval</td><td>pass@1</td><td>0.2500</td><td>0.5000</td>"
+                     r'<td class="up">\+0.2500</td>', changes), changes
     assert "|---|" not in dom and "**" not in dom  # rendered, not markdown
+    flips = dom[dom.index('<table id="flips">'):]
+    flips = flips[:flips.index("</table>")]
+    weak = flips[flips.index('<tr data-model="weak-model"'):]
+    weak = weak[:weak.index("</tr>")]
+    down, up = weak.split('<td class="up">')
+    assert re.findall(r'data-problem="([^"]+)"', down) == ["HumanEval/3"]
+    assert re.findall(r'data-problem="([^"]+)"', up) == ["HumanEval/0", "HumanEval/1"]
+    assert_links_hold(board.parent, down, "HumanEval/3", before=True, tonight=False)
 
     trends = re.findall(r'<div class="chart trend" data-task="([^"]+)" data-nights="(\d+)">', dom)
     assert trends == [("humaneval", "3"), ("mbpp", "3")]
     series = dict(re.findall(r'<g class="series" data-model="([^"]+)" data-values="([^"]*)">', dom))
-    assert series["weak-model"] == "0,0,0.5" and series["reference"] == "1,1,1"
+    assert series["weak-model"] == "0.25,0.25,0.5" and series["reference"] == "1,1,1"
     assert series[broken] == ",,"  # no value: no point, no line
     bars = re.findall(r'<rect class="bar" data-model="([^"]+)" data-value="([^"]+)"', dom)
-    assert bars == [("reference", "1"), ("weak-model", "0.5"), ("reference", "1")]
+    assert bars == [("reference", "1"), ("weak-model", "0.5"), ("oracle-subset", "1"), ("reference", "1")]
+    errorbars = re.findall(r'<g class="errorbar" data-model="([^"]+)" data-ci="([^"]+)">', dom)
+    assert errorbars == [("reference", "1,1"), ("weak-model", "0,1"), ("oracle-subset", "1,1"), ("reference", "1,1")]
+
+    paired = paired_rows(dom)
+    # against its previous night: b = 1 (HumanEval/3), c = 2: p = 2 P(X <= 1), X ~ Bin(3, 1/2) = 1
+    assert paired["weak-model", "humaneval", "previous night"] == [
+        "humaneval", "previous night: its run of " + nights[1]["date"], "pass@1", "0.2500", "0.5000", "+0.2500",
+        "[-0.6883, +1.0000]", "1 McNemar's exact test", "4", "1 / 2"]
+    # against the best model: b = 2 (HumanEval/2, /3 pass in the reference, fail here), c = 0: p = 2 / 4
+    assert paired["weak-model", "humaneval", "best model"][1:] == [
+        "best model: reference", "pass@1", "1.0000", "0.5000", "-0.5000", "[-1.0000, +0.0658]",
+        "0.5 McNemar's exact test", "4", "2 / 0"]
+    section = dom[dom.index('<section class="paired" data-model="weak-model">'):]
+    flipped = re.findall(r'<tr class="flipped">(.*?)</tr>', section[:section.index("</section>")])
+    assert [re.findall(r'data-problem="([^"]+)"', row) for row in flipped] == [
+        ["HumanEval/3", "HumanEval/0", "HumanEval/1"], ["HumanEval/2", "HumanEval/3"]]
+    assert paired["oracle-subset", "humaneval", "best model"] == [
+        "humaneval", "best model: reference", "humaneval: the runs hold different problem sets (4 problems in A, "
+        "2 in B; 2 only in A (first HumanEval/2)); not comparable"]
+    assert paired["reference", "humaneval", "best model"][2] == "the best model on humaneval tonight"
+    assert f'<section class="paired" data-model="{html.escape(broken)}"><h3>' in dom
+    assert "failed tonight: nothing to compare" in dom
     dom = chromium("--dump-dom", board.as_uri() + "#sort=1-desc", cwd=tmp_path)
     body = dom[dom.index("<tbody>"):dom.index("</tbody>")]
-    assert re.findall(row, body) == ["reference", "weak-model", f"{broken} (failed)"]
+    assert re.findall(row, body) == ["reference", "oracle-subset", "weak-model", f"{broken} (failed)"]
+
+
+def paired_rows(dom: str) -> dict:
+    """(model, task, against) -> the cells' text of its row in the paired comparisons."""
+    out = {}
+    for model, section in re.findall(r'<section class="paired" data-model="([^"]+)">(.*?)</section>', dom):
+        for task, against, cells in re.findall(r'<tr data-task="([^"]+)" data-against="([^"]+)"[^>]*>(.*?)</tr>',
+                                               section):
+            out[html.unescape(model), task, against] = [
+                " ".join(html.unescape(re.sub(r'<span class="where">.*?</span>|<[^>]+>', " ", c)).split())
+                for c in re.findall(r"<td[^>]*>(.*?)</td>", cells)]
+    return out
+
+
+def assert_links_hold(board: Path, cell: str, task_id: str, before: bool, tonight: bool) -> None:
+    """The relative links of a flipped problem lead to the Parquet files holding its rows, whose
+    verdicts are the ones the flip says."""
+    item = cell[cell.index(f'data-problem="{task_id}"'):]
+    item = item[:item.index("</li>")]
+    links = re.findall(r'(before|tonight) <a href="([^"]+)"[^>]*>[^<]+</a> sample (\d+)', item)
+    assert [(w, int(n)) for w, _, n in links] == [("before", 0), ("tonight", 0)], item
+    for (which, href, sample), verdict in zip(links, (before, tonight)):
+        assert not href.startswith("/") and href.startswith("samples/"), href
+        rows = pq.read_table(board / html.unescape(href)).to_pylist()
+        assert [r["passed"] for r in rows if r["task_id"] == task_id and r["sample"] == int(sample)] == [verdict]
 
 
 def codeeval(*args: str, cwd: Path, umask: int = 0o022) -> subprocess.CompletedProcess:
