@@ -13,8 +13,8 @@ import time
 from typing import Optional, Sequence
 
 from codeeval.cli_args import build_parser, config_from_args
-from codeeval.core.errors import RunFailed, UsageError
-from codeeval.pipeline.summary import results_table
+from codeeval.core.errors import RunFailed, UsageError, no_space
+from codeeval.pipeline.summary import no_space_message, results_table
 
 
 def prefect_environment() -> None:
@@ -68,7 +68,12 @@ def run(config, phases: Phases) -> Optional[dict]:
                 _wait_ready(server)
             phases.mark("prefect start")
             with prefect_api.run_settings(server):
-                results = evaluate(config)
+                try:
+                    results = evaluate(config)
+                except OSError as exc:  # problems.parquet, run.json or results.json did not fit
+                    if not no_space(exc):
+                        raise
+                    raise RunFailed(no_space_message(str(config.run_dir.resolve()))) from None
             phases.mark("flow")
             return results
         finally:

@@ -1,4 +1,12 @@
-"""Errors the CLI reports as one line with exit code 2 (bad input, not a bug)."""
+"""Errors the CLI reports as one line with exit code 2 (bad input, not a bug), and the one kind of
+OSError it names in one line too (a full disk)."""
+from __future__ import annotations
+
+import errno
+import re
+
+# pyarrow's OSError carries the errno in its text only ("[errno 28] No space left on device")
+_NO_SPACE_TEXT = re.compile(r"No space left on device|Disk quota exceeded", re.I)
 
 
 class UsageError(Exception):
@@ -7,3 +15,11 @@ class UsageError(Exception):
 
 class RunFailed(Exception):
     """Some task runs failed; Prefect logged why, and a re-run retries only those."""
+
+
+def no_space(error: BaseException | str) -> bool:
+    """Whether a write failed for want of space (the device or a quota full): an OSError, or a
+    root cause as failures.root_cause writes it."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(error, (OSError, str)) and _NO_SPACE_TEXT.search(str(error)) is not None

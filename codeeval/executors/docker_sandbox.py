@@ -11,7 +11,9 @@ DOCKER_HOST / the docker context, local or remote.
 Containers: --network none, read-only root, size-capped tmpfs scratch, --pids-limit,
 --memory (no swap), --cpus, --cap-drop ALL, no-new-privileges, a non-root uid per
 slot (written as `docker run` flags, docker_flags.py). A container that dies is replaced
-and its program retried once, then recorded as `sandbox_error` (never as a model failure).
+and its program retried once, then recorded as `sandbox_error` (never as a model failure); a
+container that cannot start (the engine restarting or gone) is charged to no program: after
+MAX_START_FAILURES in a row the run fails with SandboxUnavailable, which the flow retries.
 Containers carry a label with their owner process (owners.py); they are removed by close()
 (also on Ctrl-C and at interpreter exit), they remove themselves when the owner dies (its
 attached stdin closes, auto-remove), and a new sandbox removes any whose owner is gone.
@@ -40,7 +42,7 @@ from codeeval.executors.base import (
     Sandbox,
     classify,
 )
-from codeeval.executors.docker_worker import WorkerDied, _Worker  # noqa: F401 - ditto
+from codeeval.executors.docker_worker import NotStarted, WorkerDied, _Worker  # noqa: F401 - ditto
 from codeeval.executors.engine import SandboxUnavailable, check_available  # noqa: F401 - the sandbox's API
 from codeeval.executors.owners import LABEL, OWNER_LABEL, _owner_id, sweep_stale  # noqa: F401 - ditto
 
@@ -226,7 +228,7 @@ class DockerSandbox(Sandbox):
                         if i is None:
                             break
                         item = (i, 0, [])
-                    inflight.append(item)  # first: a container that fails to start is charged to it
+                    inflight.append(item)  # first: a container that fails to start puts it back (NotStarted)
                     worker = self._worker(slot)  # may start the container: not part of the program's time
                     if len(inflight) == 1:
                         since = time.monotonic()
@@ -244,6 +246,10 @@ class DockerSandbox(Sandbox):
                 self._discard(slot)
                 if self._closed:
                     return
+                if isinstance(exc, NotStarted):  # no program ran in it (an engine restarting, gone):
+                    retry.extendleft(reversed(inflight))  # none is charged; MAX_START_FAILURES in a row
+                    inflight.clear()  # fail the run (SandboxUnavailable: an infrastructure error, retried)
+                    continue
                 i, attempts, errors = inflight.popleft()
                 errors = [*errors, str(exc)]
                 retry.extend(inflight)

@@ -24,6 +24,11 @@ class WorkerDied(Exception):
     """The container stopped answering (died, was killed, or broke the protocol)."""
 
 
+class NotStarted(WorkerDied):
+    """The container never came up (the engine refused or is gone, no greeting): no program ran
+    in it, so none is charged for it."""
+
+
 class _Worker:
     """One container, attached, speaking the server's protocol."""
 
@@ -37,13 +42,16 @@ class _Worker:
                 ["--label", f"{LABEL}={sandbox.id}", "--label", f"{OWNER_LABEL}={sandbox.owner}",
                  *sandbox.run_flags, "--user", f"{uid}:{uid}"], self.name)
         except StartFailed as exc:
-            raise WorkerDied(str(exc)) from None
+            raise NotStarted(str(exc)) from None
         self.rfd = self.container.stdout_fd
         try:
             hello = self._receive(time.monotonic() + sandbox.container.start_timeout_s)
             if not hello.get("ready"):
-                raise WorkerDied(f"unexpected greeting {hello!r}")
+                raise NotStarted(f"unexpected greeting {hello!r}")
             self.hello = hello  # the server's pid, uid, python and CPU clock
+        except WorkerDied as exc:
+            self.stop()
+            raise NotStarted(str(exc)) from None
         except BaseException:
             self.stop()
             raise

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
 from codeeval.core.contracts import TaskScore
+from codeeval.core.errors import no_space
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,21 @@ class ShardFailure:
         return f"{self.run_name}: {self.cause}{warned}"
 
 
+def no_space_message(root: str, names: Sequence[str] = (), waiting: int = 0) -> str:
+    """One line for a run whose files no longer fit on their device (`names`: the shards that
+    could not be written, `waiting`: how many waited on them)."""
+    which = f": {len(names)} shard{'s' * (len(names) != 1)} could not be written ({', '.join(names)})" if names else ""
+    after = f", {waiting} more not run" if waiting else ""
+    return (f"no space left on the device of {root}{which}{after}; free some space and run the same command "
+            "again: finished shards are kept and reused")
+
+
 def failure_message(root: str, failed: Sequence[ShardFailure], skipped: Sequence[str]) -> str:
-    """The RunFailed text: each failed shard's root cause on its own line."""
+    """The RunFailed text: each failed shard's root cause on its own line; a disk that filled up
+    in one line (every shard it stopped fails the same way)."""
+    full = [f.run_name for f in failed if no_space(f.cause)]
+    if full and len(full) == len(failed):
+        return no_space_message(root, full, len(skipped))
     lines = [f"{len(failed)} shards failed (a re-run retries only those; `codeeval inspect {root}` "
              "lists their samples):"]
     lines += [f"  {f.line()}" for f in failed]
