@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from codeeval.cli_args import build_parser, config_from_args
 from codeeval.core.errors import RunFailed, UsageError, no_space
@@ -145,11 +145,35 @@ STOP_GRACE_S = 8.0  # from the signal to the exit, whatever the clean-up is wait
 
 
 def _on_signal(signum, frame) -> None:
-    """Arm a watchdog that exits after STOP_GRACE_S, then unwind the main thread."""
-    watchdog = threading.Timer(STOP_GRACE_S, os._exit, args=(128 + signum,))
-    watchdog.daemon = True
-    watchdog.start()
+    """Unwind the main thread (the grace watchdog is armed by _watch_stop_signals)."""
     raise Interrupted(signum)
+
+
+def _watch_stop_signals() -> Callable[[], None]:
+    """Exit STOP_GRACE_S after the first SIGTERM or SIGINT, whatever the main thread is doing;
+    returns the function that stops watching. While a flow runs Prefect swaps in a SIGTERM
+    handler of its own that unwinds through its task runner, which waits for every shard thread:
+    one stuck thread (seen: a progress bar's lock never released) kept a SIGTERMed run alive for
+    minutes. The interpreter writes every signal's number to the wakeup fd, whichever Python
+    handler is installed, so this thread sees it regardless."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    previous = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+
+    def listen() -> None:
+        with open(read_end, "rb", buffering=0) as signals:
+            while byte := signals.read(1):
+                if byte[0] in (signal.SIGTERM, signal.SIGINT):
+                    time.sleep(STOP_GRACE_S)
+                    os._exit(128 + byte[0])
+
+    threading.Thread(target=listen, name="codeeval-stop-watchdog", daemon=True).start()
+
+    def stop() -> None:
+        signal.set_wakeup_fd(previous)
+        os.close(write_end)  # the listener reads the end of the pipe and leaves
+
+    return stop
 
 
 def _stop_now(code: int) -> None:
@@ -183,9 +207,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     phases = Phases()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    handlers = {}
+    handlers, stop_watching = {}, lambda: None
     if threading.current_thread() is threading.main_thread():
         handlers = {signum: signal.signal(signum, _on_signal) for signum in (signal.SIGTERM, signal.SIGINT)}
+        stop_watching = _watch_stop_signals()
     try:
         if args.command == "tasks":
             from codeeval.benchmarks.registry import TASKS, get_task, task_names
@@ -235,6 +260,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               "by the next run", file=sys.stderr)
         _stop_now(128 + signum)
     finally:
+        stop_watching()
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
     if results is not None:

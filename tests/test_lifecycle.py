@@ -165,6 +165,42 @@ def test_a_stopped_run_leaves_nothing_behind_and_resumes(workload, data_dir, sig
     assert expected["passed"] == N_PROBLEMS // 2
 
 
+def test_a_terminated_run_whose_programs_hang_exits_within_its_grace(workload, data_dir, tmp_path):
+    """SIGTERM while every program blocks (sleeps past its wall backstop): Prefect's own SIGTERM
+    handler unwinds through its task runner, which waits for the shard threads; the CLI's
+    watchdog still ends the process STOP_GRACE_S after the signal, and its containers go."""
+    from codeeval.cli import STOP_GRACE_S
+
+    _, _, env = workload
+    with gzip.open(data_dir / "humaneval" / "HumanEval.jsonl.gz", "rt") as fh:
+        record = json.loads(fh.readline())
+    generations = tmp_path / "hang.jsonl"
+    generations.write_text(json.dumps({"task_id": record["task_id"], "solution": "import time\ntime.sleep(600)\n"}) + "\n")
+    out = tmp_path / "run"
+    cmd = command(workload, data_dir, out)
+    cmd[cmd.index("--load_generations_path") + 1] = str(generations)
+    cmd[cmd.index("--limit") + 1] = "1"
+    err = open(tmp_path / "stderr", "w+")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not owned_containers(proc.pid):  # the sandbox is up; the program starts at once
+            assert proc.poll() is None and time.monotonic() < deadline, open(err.name).read()[-3000:]
+            time.sleep(0.1)
+        time.sleep(3)
+        tree = children(proc.pid) | {proc.pid}
+        os.kill(proc.pid, signal.SIGTERM)
+        sent = time.monotonic()
+        code = proc.wait(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 128 + signal.SIGTERM and took < STOP_GRACE_S + 3, (code, took, open(err.name).read()[-2000:])
+    assert_nothing_left(proc.pid, tree)
+
+
 def test_half_written_files_of_dead_writers_are_swept(tmp_path):
     from codeeval.core import artifacts, files
 
