@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from codeeval.core.cache import cache_root
 from codeeval.core.errors import UsageError
 from codeeval.executors import images
 
@@ -29,6 +30,10 @@ def build(runtime: str) -> int:
     if shutil.which("bash") is None or shutil.which("docker") is None:
         raise UsageError("building images needs bash and the docker CLI (Debian's docker.io) on this host")
     env = {**os.environ, "PYTHON": sys.executable}  # tags computed by this interpreter's codeeval
+    # scratch root file systems and wheels go to codeeval's cache, not beside the recipes (which a
+    # wheel install keeps in site-packages)
+    env.setdefault("CODEEVAL_BUILD_DIR", str(cache_root() / "image-builds"))
+    env.setdefault("CODEEVAL_WHEELS", str(cache_root() / "wheels"))
     for name in (RECIPES if runtime == "all" else (runtime,)):
         done = subprocess.run(["bash", str(CONTAINERS / RECIPES[name])], env=env)
         if done.returncode:
