@@ -6,13 +6,29 @@
 #   3. SmolLM2-135M-Instruct (GGUF, Apache-2.0) greedy, with its chat template, answering freely
 #      (--chat_style free scored best for it: docs/generation.md), on the first $SMOLLM2_PROBLEMS
 #      HumanEval problems (a subset: CPU generation is the slow part);
-# then the leaderboard, with the number of problems each row covered. Every run goes through
+#   4. one slice (the first $SLICE_PROBLEMS problems, default 2) of each family that runs offline
+#      in the Python image: HumanEval+, MBPP+, PAL (GSM8K, GSM-Hard), APPS and ruHumanEval (their
+#      test fixtures: invented problems in the upstream formats), CoNaLa (BLEU), CodeSemBench and
+#      DevEval (the three projects shipped in ../shared), for the `reference` oracle (one run) and
+#      for SmolLM2 (one run: greedy, each family's own prompt without a chat template,
+#      $SLICE_MAX_NEW_TOKENS (128) new tokens); the oracle's 1.0 on BLEU and CodeSemBench shows the
+#      scoring's shape, not a model;
+# then the leaderboard of 1-3 (`codeeval leaderboard`) and every score of the demo with its standard
+# error, 95% interval and number of problems, one line each. Every run goes through
 # the whole flow (generation, execution in the Docker sandbox, scoring); a re-run reuses them.
+# Each step prints its wall time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=.venv/bin
 data_dir="${DATA_DIR:-../shared/data}"
 smol_n="${SMOLLM2_PROBLEMS:-30}"
+slice_n="${SLICE_PROBLEMS:-2}"
+slice_tokens="${SLICE_MAX_NEW_TOKENS:-128}"
+slices=humanevalplus,mbppplus,pal-gsm8k-greedy,pal-gsmhard-greedy,apps-introductory,ruhumaneval,conala,codesembench,deveval
+# torch's OpenMP threads spin while they wait: on a 2-core machine shared with other jobs (load 4-7)
+# that made SmolLM2's generation 6-8x slower (3 x 32 greedy tokens: 23 s spinning, 3 s passive;
+# step 3 took 410 s, then 174 s, same answers). The answers do not depend on it.
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 common=(--allow_code_execution --executor "${EXECUTOR:-docker}")
 if [ -d "$data_dir" ]; then
     common+=(--data-dir "$data_dir")
@@ -58,7 +74,53 @@ smollm2=.cache/models/SmolLM2-135M-Instruct
 runs+=(runs/demo-smollm2)
 took "SmolLM2" "$t"
 
+# The slices need their data in one --data-dir: every folder of $data_dir beside the APPS and
+# ruHumanEval test fixtures (links, rebuilt on each run; nothing is copied).
+slice_runs=()
+if [ -d "$data_dir" ]; then
+    slice_data=.cache/demo-data
+    rm -rf "$slice_data" && mkdir -p "$slice_data"
+    for d in "$(cd "$data_dir" && pwd)"/*; do ln -s "$d" "$slice_data/"; done
+    for d in apps ruhumaneval; do ln -sfn "$PWD/tests/fixtures/$d" "$slice_data/$d"; done
+    slice_common=(--tasks "$slices" --limit "$slice_n" --allow_code_execution --executor "${EXECUTOR:-docker}"
+                  --data-dir "$slice_data")
+
+    echo "== 4a. one slice of each family (first $slice_n problems): the reference oracle =="
+    t=$SECONDS
+    "$bin/codeeval" run --model reference "${slice_common[@]}" --output-dir runs/demo-slices-reference
+    slice_runs+=(runs/demo-slices-reference)
+    took "the slices' oracle" "$t"
+
+    echo "== 4b. the same slices: SmolLM2-135M-Instruct, greedy, $slice_tokens new tokens =="
+    t=$SECONDS
+    "$bin/codeeval" run --model "$smollm2" "${slice_common[@]}" --do_sample false --max_new_tokens "$slice_tokens" \
+        --output-dir runs/demo-slices-smollm2
+    slice_runs+=(runs/demo-slices-smollm2)
+    took "SmolLM2's slices" "$t"
+else
+    echo "== 4. skipped: the slices need $data_dir =="
+fi
+
 echo
 echo "== leaderboard =="
 "$bin/codeeval" leaderboard "${runs[@]}"
+echo
+echo "== every score of the demo: its standard error, 95% interval and problems (slices: first $slice_n) =="
+"$bin/python" - "${runs[@]}" "${slice_runs[@]}" <<'EOF'
+import json, sys
+from pathlib import Path
+rows = []
+for run in sys.argv[1:]:
+    result = json.loads((Path(run) / "results.json").read_text())
+    for task, info in result["codeeval"]["tasks"].items():
+        metric = info["primary"]
+        value, se = result[task][metric], info.get("stderr", {}).get(metric)
+        lo, hi = info.get("ci95", {}).get(metric, (None, None))
+        spread = f"{value:.4f} ± {se:.4f}  [{lo:.4f}, {hi:.4f}]" if se is not None and lo is not None else f"{value:.4f}"
+        rows.append((task, metric, result["config"]["model"], spread, info["problems"]))
+order = {task: i for i, task in enumerate(dict.fromkeys(r[0] for r in rows))}  # tasks in run order
+print(f"{'task':<19} {'metric':<16} {'model':<36} {'score ± SE  [95% interval]':<33} problems")
+for task, metric, model, spread, n in sorted(rows, key=lambda r: order[r[0]]):
+    print(f"{task:<19} {metric:<16} {model:<36} {spread:<33} {n:>8}")
+EOF
 took "the demo's runs" "$start"
