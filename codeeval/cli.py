@@ -221,9 +221,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(f"{name:<32} {metrics:<22} {spec.description if spec else ''}")
             return 0
         if args.command == "leaderboard":
-            from codeeval.pipeline.leaderboard import load_results, table
+            from codeeval.pipeline.leaderboard import load_results, scores, table
 
-            print(table(load_results(args.results)))
+            print((scores if args.scores else table)(load_results(args.results)))
             return 0
         if args.command == "inspect":
             return inspect_run(args.run)

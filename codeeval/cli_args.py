@@ -110,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("tasks", help="list the registered tasks")
     board = sub.add_parser("leaderboard", help="a table of results.json files or run directories")
     board.add_argument("results", nargs="+")
+    board.add_argument("--scores", action="store_true", help="one line per run and task: score ± standard error, "
+                                                              "95%% interval, problems")
     inspect = sub.add_parser("inspect", help="a run's failed shards and failing samples, from its files "
                                              "(what the Prefect UI's artifacts show)")
     inspect.add_argument("run", help="run directory, or a run id (under CODEEVAL_STORAGE, a path or an fsspec URL, else runs/)")

@@ -106,21 +106,5 @@ echo "== leaderboard =="
 "$bin/codeeval" leaderboard "${runs[@]}"
 echo
 echo "== every score of the demo: its standard error, 95% interval and problems (slices: first $slice_n) =="
-"$bin/python" - "${runs[@]}" "${slice_runs[@]}" <<'EOF'
-import json, sys
-from pathlib import Path
-rows = []
-for run in sys.argv[1:]:
-    result = json.loads((Path(run) / "results.json").read_text())
-    for task, info in result["codeeval"]["tasks"].items():
-        metric = info["primary"]
-        value, se = result[task][metric], info.get("stderr", {}).get(metric)
-        lo, hi = info.get("ci95", {}).get(metric, (None, None))
-        spread = f"{value:.4f} ± {se:.4f}  [{lo:.4f}, {hi:.4f}]" if se is not None and lo is not None else f"{value:.4f}"
-        rows.append((task, metric, result["config"]["model"], spread, info["problems"]))
-order = {task: i for i, task in enumerate(dict.fromkeys(r[0] for r in rows))}  # tasks in run order
-print(f"{'task':<19} {'metric':<16} {'model':<36} {'score ± SE  [95% interval]':<33} problems")
-for task, metric, model, spread, n in sorted(rows, key=lambda r: order[r[0]]):
-    print(f"{task:<19} {metric:<16} {model:<36} {spread:<33} {n:>8}")
-EOF
+"$bin/codeeval" leaderboard --scores "${runs[@]}" "${slice_runs[@]}"
 took "the demo's runs" "$start"

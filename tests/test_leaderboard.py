@@ -1,7 +1,7 @@
 import json
 
 from codeeval.cli import main
-from codeeval.pipeline.leaderboard import load_results, table
+from codeeval.pipeline.leaderboard import load_results, scores, table
 
 
 def write(path, model, metrics, problems=None):
@@ -110,3 +110,25 @@ def test_a_leaderboard_from_before_the_samples_were_kept_is_said_in_one_line(tmp
     removed = leaderboard_paired.prune(board, [tonight])
     assert removed == [board / "samples/2026-11-22T020000Z/m-1"]
     assert sorted(p.name for p in (board / "samples").iterdir()) == ["2026-11-24T020000Z"]
+
+
+def test_scores_carry_the_standard_error_interval_and_problems(tmp_path, capsys):
+    """With stderr/ci95 in results.json the table shows ± SE and `--scores` one line per run and
+    task with the 95% interval; tasks in order of first appearance, runs in order within a task."""
+    def run(name, model, tasks):
+        path = tmp_path / name
+        path.write_text(json.dumps({**{t: {m: v} for t, (m, v, se, ci, n) in tasks.items()}, "config": {"model": model},
+                                    "codeeval": {"tasks": {t: {"primary": m, "problems": n, "stderr": {m: se},
+                                                               "ci95": {m: ci}} for t, (m, v, se, ci, n) in tasks.items()}}}))
+        return str(path)
+
+    a = run("a.json", "ref", {"humaneval": ("pass@1", 1.0, 0.0, [1.0, 1.0], 164)})
+    b = run("b.json", "weak", {"conala": ("bleu", 0.1016, 0.0274, [0.0583, 0.1321], 2),
+                               "humaneval": ("pass@1", 0.25, 0.125, [0.005, 0.495], 8)})
+    assert table(load_results([a, b])).splitlines()[3].split("|")[2].strip() == "0.2500 ± 0.1250"
+    assert main(["leaderboard", "--scores", a, b]) == 0
+    lines = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert lines[0] == ["task", "metric", "model", "score", "±", "SE", "95%", "interval", "problems"]
+    assert lines[1:] == [["humaneval", "pass@1", "ref", "1.0000", "±", "0.0000", "[1.0000,", "1.0000]", "164"],
+                         ["humaneval", "pass@1", "weak", "0.2500", "±", "0.1250", "[0.0050,", "0.4950]", "8"],
+                         ["conala", "bleu", "weak", "0.1016", "±", "0.0274", "[0.0583,", "0.1321]", "2"]]

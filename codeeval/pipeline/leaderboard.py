@@ -40,14 +40,44 @@ def _cell(result: dict, task: str, metric: Optional[str]) -> str:
     if not isinstance(result.get(task), dict):
         return "-"
     if metric is None:
-        n = result.get("codeeval", {}).get("tasks", {}).get(task, {}).get("problems")
+        n = _info(result, task).get("problems")
         return str(n) if n is not None else "-"
     value = result[task].get(metric)
-    return f"{value:.4f}" if isinstance(value, (int, float)) else "-"
+    if not isinstance(value, (int, float)):
+        return "-"
+    se = _info(result, task).get("stderr", {}).get(metric)
+    return f"{value:.4f} ± {se:.4f}" if isinstance(se, (int, float)) else f"{value:.4f}"
+
+
+def _info(result: dict, task: str) -> dict:
+    return result.get("codeeval", {}).get("tasks", {}).get(task, {})
+
+
+def scores(results: list[dict]) -> str:
+    """One line per run and task (tasks in order of first appearance): the primary metric, its
+    standard error and 95% interval (docs/statistics.md) and the problems behind it; a long form
+    of table() that stays readable with many tasks."""
+    lines = []
+    for result in results:
+        for task in result:
+            metric = primary(result, task) if task not in ("config", "codeeval") else None
+            if metric is None:
+                continue
+            low, high = _info(result, task).get("ci95", {}).get(metric) or (None, None)
+            interval = f"[{low:.4f}, {high:.4f}]" if low is not None else "-"
+            lines.append((task, metric, result.get("config", {}).get("model", "?"), _cell(result, task, metric),
+                          interval, _cell(result, task, None)))
+    order = {task: i for i, task in enumerate(dict.fromkeys(line[0] for line in lines))}
+    lines.sort(key=lambda line: order[line[0]])  # stable: runs keep their order within a task
+    header = ("task", "metric", "model", "score ± SE", "95% interval", "problems")
+    widths = [max(len(x) for x in col) for col in zip(header, *lines)]
+    return "\n".join("  ".join(c.rjust(w) if i == 5 else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths))).rstrip()
+                     for line in (header, *lines))
 
 
 def table(results: list[dict]) -> str:
-    """Markdown table: per task its primary metric (pass@1, accuracy, bleu...) and the number of
+    """Markdown table: per task its primary metric (pass@1, accuracy, bleu...; ± its standard error
+    where results.json has it) and the number of
     problems each run covered (a score on a subset is not comparable with one on the whole
     benchmark); a task a model was not run on shows as '-'."""
     columns: dict[str, str] = {}  # task -> its primary metric, in order of first appearance
