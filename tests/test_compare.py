@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,14 +25,14 @@ from codeeval.pipeline.compare import MCNEMAR, compare_runs, mcnemar_exact
 LIMIT = 10
 
 
-def codeeval(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+def codeeval(*args: str, cwd: Path, env: Optional[dict] = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "codeeval", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=300)
+                          timeout=300, env={**os.environ, **(env or {})})
 
 
-def run(cwd: Path, name: str, task: str, *args: str) -> Path:
+def run(cwd: Path, name: str, task: str, *args: str, env: Optional[dict] = None) -> Path:
     done = codeeval("run", "--tasks", task, "--executor", "local", "--allow_code_execution",
-                    "--data-dir", str(DATA), "--output-dir", str(cwd / name), *args, cwd=cwd)
+                    "--data-dir", str(DATA), "--output-dir", str(cwd / name), *args, cwd=cwd, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     return cwd / name
 
@@ -185,3 +187,22 @@ def test_corpus_bleu_paired_bootstrap(tmp_path, data_dir):
     assert c.flips == "" and not c.pass_to_fail
     done = compare(tmp_path, "a", "b")
     assert "no pass/fail per problem: no flips listed" in done.stdout
+
+
+def test_repo_level_runs_compare_after_their_project_tree_is_gone(tmp_path, data_dir):
+    """DevEval: pass@1 is the headline; recall@k, which reads the project's files, is not
+    recomputed, so two runs still compare once the extracted Source_Code in the cache is gone."""
+    cache = tmp_path / "cache"
+    env = {"CODEEVAL_CACHE": str(cache)}
+    common = ("--limit", "2", "--executor", "docker")
+    a = run(tmp_path, "a", "deveval", "--model", "reference", *common, "--save_generations",
+            "--save_generations_path", str(tmp_path / "g.json"), env=env)
+    programs = json.loads((tmp_path / "g_deveval.json").read_text())
+    (tmp_path / "w.json").write_text(json.dumps([programs[0], ["    return None\n"]]))
+    b = run(tmp_path, "b", "deveval", "--model", "w", "--load_generations_path", str(tmp_path / "w.json"), *common,
+            env=env)
+    shutil.rmtree(cache)
+    done = compare(tmp_path, str(a), str(b))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "deveval: pass@1 A 1.0000  B 0.5000  B-A -0.5000" in done.stdout and "pass->fail: 1 problems" in done.stdout
+

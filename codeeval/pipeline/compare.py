@@ -122,8 +122,14 @@ def check_comparable(task: str, a: Sequence[Problem], b: Sequence[Problem]) -> N
 
 def headline(spec: TaskSpec, problems: Sequence[Problem], samples: Sequence[Sample],
              ks: Sequence[int]) -> tuple[Metric, str, float]:
-    """(the metric computing the task's primary value, its key, the value)."""
-    computed = [(m, m.compute(problems, samples, ks)) for m in spec.metrics]
+    """(the metric computing the task's primary value, its key, the value). Metrics are computed
+    in order until one gives the primary key: the others may need what a comparison lacks (a
+    repo-level run's recall@k reads the project's files, which may be gone by now)."""
+    computed: list[tuple[Metric, dict]] = []
+    for m in spec.metrics:
+        computed.append((m, m.compute(problems, samples, ks)))
+        if spec.primary in computed[-1][1]:
+            break
     key = primary_key(spec, {k: v for _, values in computed for k, v in values.items()})
     metric, values = next((m, values) for m, values in computed if key in values)
     return metric, key, float(values[key])
