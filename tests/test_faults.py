@@ -6,15 +6,17 @@ line, the re-run reuses every finished shard and recomputes nothing it finished,
 its execution rows equal an undisturbed run's (no sample lost, duplicated or changed), and no
 process or container of the test is left. The SIGKILLed CLI is tests/test_lifecycle.py's.
 
-The engine fault uses a Docker daemon of the test's own (its data root, exec root, socket,
-pidfile, cgroup parent and config file under the test's directories, no bridge, no iptables): the
-engine other runs share is never restarted."""
+The engine fault uses a Docker daemon of the test's own (its data root in the test's directory; its
+exec root, socket, pidfile and config file in a short directory of its own under /tmp, for socket
+paths' 108 bytes; its own cgroup parent; no bridge, no iptables): the engine other runs share is
+never restarted."""
 from __future__ import annotations
 
 import gzip
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -58,18 +60,18 @@ def workload(data_dir, tmp_path_factory):
     return root, generations, env
 
 
-def command(workload, data_dir, out: Path) -> list[str]:
+def command(workload, data_dir, out: Path, shard: int = SHARD) -> list[str]:
     _, generations, _ = workload
     return [sys.executable, "-m", "codeeval", "run", "--tasks", "humaneval", "--limit", str(N_PROBLEMS),
-            "--shard_size", str(SHARD), "--n_workers", "2", "--load_generations_path", str(generations),
+            "--shard_size", str(shard), "--n_workers", "2", "--load_generations_path", str(generations),
             "--allow_code_execution", "--data-dir", str(data_dir), "--output-dir", str(out), "--executor", "docker"]
 
 
-def start(workload, data_dir, out: Path, env: dict | None = None) -> tuple[subprocess.Popen, Path]:
+def start(workload, data_dir, out: Path, env: dict | None = None, shard: int = SHARD) -> tuple[subprocess.Popen, Path]:
     logs = workload[0] / "logs"  # never beside `out`: that may be the full device
     logs.mkdir(exist_ok=True)
     log = logs / f"{len(list(logs.iterdir())):02d}-{out.name}.stderr"
-    proc = subprocess.Popen(command(workload, data_dir, out), env=env or workload[2], stdout=subprocess.PIPE,
+    proc = subprocess.Popen(command(workload, data_dir, out, shard), env=env or workload[2], stdout=subprocess.PIPE,
                             stderr=open(log, "w"), text=True, start_new_session=True)
     return proc, log
 
@@ -84,9 +86,9 @@ def finish(proc: subprocess.Popen, log: Path, timeout: float = 300) -> tuple[int
     return proc.returncode, stdout, log.read_text(errors="replace")
 
 
-def run(workload, data_dir, out: Path, env: dict | None = None) -> tuple[int, int, str, str]:
+def run(workload, data_dir, out: Path, env: dict | None = None, shard: int = SHARD) -> tuple[int, int, str, str]:
     """(pid, exit code, stdout, stderr) of a whole run."""
-    proc, log = start(workload, data_dir, out, env)
+    proc, log = start(workload, data_dir, out, env, shard)
     return (proc.pid, *finish(proc, log))
 
 
@@ -112,16 +114,16 @@ def reused(out: Path) -> dict:
     return json.loads((out / "results.json").read_text())["codeeval"]["tasks"]["humaneval"]["reused"]
 
 
-def assert_resumed(out: Path, before: dict, stdout: str, expected: dict, case: str) -> None:
+def assert_resumed(out: Path, before: dict, stdout: str, expected: dict, case: str, shards: int = N_SHARDS) -> None:
     """The re-run after a fault: every shard file the faulted run finished is reused as it was, the
     rest computed; the metrics and the execution rows are the undisturbed run's."""
     finished = {stage: sum(name.startswith(f"humaneval/{folder}/") for name in before)
                 for stage, folder in (("generate", "generations"), ("execute", "executions"))}
-    assert reused(out) == {stage: [finished[stage], N_SHARDS] for stage in finished}, (case, before, stdout[-2000:])
+    assert reused(out) == {stage: [finished[stage], shards] for stage in finished}, (case, before, stdout[-2000:])
     after = shard_files(out)
     changed = [name for name, stamp in before.items() if after.get(name) != stamp]
     assert not changed, f"{case}: finished shards were written again: {changed}"
-    assert len(after) == 2 * N_SHARDS, (case, sorted(after))
+    assert len(after) == 2 * shards, (case, sorted(after))
     assert metrics(out) == expected["metrics"], case
     assert rows(out) == expected["rows"], f"{case}: execution rows differ from the undisturbed run's"
     assert not list(out.rglob("*.partial")) and not list(out.glob("humaneval/errors/*.json")), case
@@ -173,7 +175,8 @@ def assert_nothing_left(tree: set[int], owners: list[int], case: str, engine: st
     while (alive(tree) or owned_containers(owners, engine)) and time.monotonic() < deadline:
         time.sleep(0.3)
     assert not alive(tree), f"{case}: processes of the run still alive: {alive(tree)}"
-    assert not owned_containers(owners, engine), f"{case}: containers of the run left: {owned_containers(owners, engine)}"
+    left = owned_containers(owners, engine)
+    assert not left, f"{case}: containers of the run left: {left}"
 
 
 def failed_ending(code: int, stderr: str, case: str) -> list[str]:
@@ -200,6 +203,14 @@ def undisturbed(workload, data_dir):
 
 
 # ---- 1. the Docker engine restarted mid-run ---------------------------------------------------
+
+# Two programs a shard, one per sandbox worker: when the engine dies under a shard, both die with
+# their containers and no program of the shard is left to take the sandbox's count of failed
+# container starts to its limit (which fails the shard, then retried): the dead programs' retries
+# are what meets the engine still down. Charged for containers that never started, they ended as
+# sandbox_error rows of a shard that completed (and was reused): the bug this test found.
+ENGINE_SHARD = 2
+
 
 class DaemonFailed(RuntimeError):
     pass
@@ -392,17 +403,19 @@ def private_engine(tmp_path_factory):
 
 
 def test_docker_engine_restarted_mid_run(workload, data_dir, private_engine, undisturbed):
-    """dockerd SIGKILLed and started again at a random moment of the execution stage: the run
-    finishes through its infrastructure retries or ends with the failed shards' one line each;
-    the re-run reuses every finished shard and gives the undisturbed run's metrics and rows."""
+    """dockerd SIGKILLed at a random moment of the execution stage and started again after a random
+    pause: the run finishes through its infrastructure retries or ends with the failed shards' one
+    line each, and no program is charged for the engine (no sandbox_error); the re-run reuses every
+    finished shard and gives the undisturbed run's metrics and rows."""
     daemon = private_engine
     daemon.ready()
-    delay = round(rng("dockerd").uniform(0.0, 2.5), 2)
-    case = f"dockerd killed {delay} s after the first generation shard was written (seed {SEED})"
+    draw = rng("dockerd")
+    delay, down = round(draw.uniform(0.0, 2.5), 2), round(draw.uniform(0.5, 3.0), 2)
+    case = f"dockerd killed {delay} s after the first generation shard was written, down {down} s (seed {SEED})"
     print(case)
     env = {**workload[2], "DOCKER_HOST": daemon.url}
     out = workload[0] / "engine-restarted"
-    proc, log = start(workload, data_dir, out, env)
+    proc, log = start(workload, data_dir, out, env, ENGINE_SHARD)
     try:
         deadline = time.monotonic() + 300
         while not (out / "humaneval" / "generations" / "shard-00000.parquet").exists():
@@ -415,6 +428,7 @@ def test_docker_engine_restarted_mid_run(workload, data_dir, private_engine, und
         executed = len(list((out / "humaneval" / "executions").glob("shard-*.parquet")))
         tree = children(proc.pid) | {proc.pid}
         daemon.kill()
+        time.sleep(down)  # the programs that died with it are retried meanwhile: no engine answers them
         took = daemon.start()
         print(f"{case}: {executed} execution shards were written before it; dockerd answered again {took:.1f} s later")
     except BaseException:
@@ -437,9 +451,9 @@ def test_docker_engine_restarted_mid_run(workload, data_dir, private_engine, und
     assert_nothing_left(tree | run_processes(env), [proc.pid], case, daemon.url)
 
     before = shard_files(out)
-    pid, code, stdout, stderr = run(workload, data_dir, out, env)
+    pid, code, stdout, stderr = run(workload, data_dir, out, env, ENGINE_SHARD)
     assert code == 0, (case, stderr[-3000:])
-    assert_resumed(out, before, stdout, undisturbed, case)
+    assert_resumed(out, before, stdout, undisturbed, case, N_PROBLEMS // ENGINE_SHARD)
     assert_nothing_left(run_processes(env), [proc.pid, pid], case, daemon.url)
     assert not daemon.containers(), f"{case}: containers left on the test's engine: {daemon.containers()}"
 
@@ -527,3 +541,182 @@ def test_output_directory_full(workload, data_dir, undisturbed, small_disk):
     assert code == 0, (case, stderr[-3000:])
     assert_resumed(out, before, stdout, undisturbed, case)
     assert_nothing_left(run_processes(env), [pid], case)
+
+
+# ---- 3. the Prefect server restarted under a team-mode run -------------------------------------
+
+TEAM_SHARD = 8  # 3 generation and 3 execution shards, each a flow run on its pool
+FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
+
+
+@pytest.fixture
+def team(tmp_path):
+    """scripts/prefect-server.sh (SQLite) on a free port with its own PREFECT_HOME, prefect.yaml's
+    pools and deployments, a gpu worker and a cpu worker, as tests/test_deployment.py starts them.
+    Everything it started is stopped at the end, whatever happened."""
+    from team_server import Server, copy_checkout, free_port, wait_http
+
+    port = free_port()
+    project = tmp_path / "project"
+    copy_checkout(project)
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PORT": str(port),
+           "PUBLIC_URL": f"http://127.0.0.1:{port}", "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+           "PYTHON": sys.executable, "CODEEVAL_CHECKOUT": str(project), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "DO_NOT_TRACK": "1", "PREFECT_WORKER_QUERY_SECONDS": "2", "COLUMNS": "250"}
+    srv = Server(env=env, tmp=tmp_path, project=project, database="sqlite")
+    srv.port = port
+    srv.health = f"http://127.0.0.1:{port}/api/health"
+    srv.wait_http = wait_http
+    try:
+        srv.server = srv.start(str(project / "scripts" / "prefect-server.sh"), log="server.log")
+        wait_http(srv.health, 180, tmp_path / "server.log")
+        srv.deploy()
+        srv.start("worker", "start", "--pool", "gpu", "--limit", "1", log="worker-gpu.log")
+        srv.start("worker", "start", "--pool", "cpu", log="worker-cpu.log")
+        yield srv
+        srv.stop_workers()
+    finally:
+        for proc in srv.procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+
+
+def watch(srv, params: dict, n: int) -> subprocess.Popen:
+    """`prefect deployment run evaluate/evaluate --watch`, what a person runs; its output in watch-<n>.txt."""
+    proc = subprocess.Popen([str(Path(sys.executable).with_name("prefect")), "deployment", "run", "evaluate/evaluate",
+                             "--watch", "--params", json.dumps(params)], env=srv.env, cwd=srv.project,
+                            stdout=open(srv.tmp / f"watch-{n}.txt", "w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    srv.procs.append(proc)
+    return proc
+
+
+def shard_runs(srv) -> list[dict]:
+    return [r for r in srv.flow_runs(name={"like_": "-humaneval-shard-"})]
+
+
+def test_prefect_server_restarted_under_a_team_run(team, workload, data_dir, undisturbed):
+    """The team's Prefect server (SQLite) stopped with SIGTERM at a random moment of an `evaluate`
+    deployment run whose shards run on the gpu and cpu pools, and started again on the same port
+    and PREFECT_HOME. A shard run that crashed meanwhile (its process could not reach the server)
+    is started again by the evaluate run; the watch ends (no hang) with the scores or with each
+    failed shard in one line, no traceback; the worker logs name the unreachable server in one
+    line. The same evaluate run again gives the undisturbed run's metrics and rows, reusing every
+    shard the first one finished; no worker, flow run process or container is left."""
+    srv = team
+    out = srv.tmp / "team-run"
+    params = {"config": {"model": "replay", "tasks": ["humaneval"], "allow_code_execution": True, "executor": "docker",
+                         "data_dir": str(data_dir), "limit": N_PROBLEMS, "shard_size": TEAM_SHARD, "n_workers": 2,
+                         "load_generations_path": str(workload[1]), "output_dir": str(out)}}
+    delay = round(rng("prefect-server").uniform(0.0, 8.0), 2)
+    case = f"the Prefect server stopped {delay} s after the first generation shard was written (seed {SEED})"
+    print(case)
+    first = watch(srv, params, 1)
+    deadline = time.monotonic() + 300
+    while not (out / "humaneval" / "generations" / "shard-00000.parquet").exists():
+        assert first.poll() is None, (srv.tmp / "watch-1.txt").read_text()[-3000:]
+        assert time.monotonic() < deadline, "no generation shard in 300 s: " + \
+            (srv.tmp / "worker-gpu.log").read_text()[-3000:]
+        time.sleep(0.2)
+    time.sleep(delay)
+    assert not (out / "results.json").exists(), f"{case}: the run had finished before the fault"
+    written = len(shard_files(out))
+    os.killpg(srv.server.pid, signal.SIGTERM)
+    stopped = time.monotonic()
+    srv.server.wait(timeout=60)
+    down = time.monotonic() - stopped
+    srv.server = srv.start(str(srv.project / "scripts" / "prefect-server.sh"), log="server-2.log")
+    srv.wait_http(srv.health, 180, srv.tmp / "server-2.log")
+    print(f"{case}: {written} shard files were written before it; the server stopped in {down:.1f} s and "
+          f"answered again {time.monotonic() - stopped:.1f} s after the SIGTERM")
+    try:
+        code = first.wait(timeout=400)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{case}: the watch still runs 400 s after the restart: "
+                    + (srv.tmp / "watch-1.txt").read_text()[-3000:])
+    seen = (srv.tmp / "watch-1.txt").read_text()
+    (run_id,) = re.findall(r"UUID: ([0-9a-f-]{36})", seen)
+    deadline = time.monotonic() + 400  # the watch may have given up: the run goes on on its worker
+    while (state := srv.api(f"/flow_runs/{run_id}", method="GET")["state_type"]) not in FINAL:
+        assert time.monotonic() < deadline, f"{case}: the evaluate run is still {state} 400 s after the restart"
+        time.sleep(2)
+    evaluate_log = (srv.tmp / "worker-cpu.log").read_text()  # the evaluate run's process writes there
+    workers = evaluate_log + (srv.tmp / "worker-gpu.log").read_text()
+    crashed = sorted({r["name"] for r in shard_runs(srv) if r["state_type"] == "CRASHED"})
+    print(f"{case}: the watch ended with {code}, the evaluate run {state}; shard runs that crashed: "
+          f"{crashed or 'none'}")
+    for line in [*seen.splitlines(), *workers.splitlines()]:
+        if any(w in line for w in ("crashed", "does not answer", "Retry", "Stopped watching", "shards failed")):
+            print("   ", line.strip()[:300])
+    assert "Traceback" not in seen, f"{case}: a traceback in the watch:\n{seen[-4000:]}"
+    assert "RuntimeError: Failed to reach API" not in workers, f"{case}: the unreachable server as a traceback"
+    flat = " ".join(evaluate_log.split())  # long lines wrap
+    for name in crashed:  # the evaluate run said so in one line, and started the shard again
+        assert re.search(rf"StageCrashed\('{name} on pool \w+ crashed: [^']*', '[0-9a-f-]+'\) - Retry 1/2", flat), \
+            (case, name)
+    if code == 0:
+        assert state == "COMPLETED" and "Completed" in seen, (case, seen[-3000:])
+    else:  # the run's failure, or Prefect's own line for a watch that lost the server's stream
+        assert code == 1 and ("shards failed" in seen or "stream closed unexpectedly" in seen), \
+            (case, code, seen[-3000:])
+    if state == "COMPLETED":
+        assert metrics(out) == undisturbed["metrics"] and rows(out) == undisturbed["rows"], case
+
+    before = shard_files(out)
+    second = watch(srv, params, 2)
+    assert second.wait(timeout=600) == 0, (case, (srv.tmp / "watch-2.txt").read_text()[-3000:])
+    assert "Completed" in (srv.tmp / "watch-2.txt").read_text()
+    assert_resumed(out, before, (srv.tmp / "watch-2.txt").read_text(), undisturbed, case, N_PROBLEMS // TEAM_SHARD)
+
+    pids = {int(str(r["infrastructure_pid"]).rsplit(":", 1)[-1]) for r in srv.flow_runs()
+            if r.get("infrastructure_pid")}  # every flow run process the workers started
+    srv.stop_workers()
+    os.killpg(srv.server.pid, signal.SIGTERM)
+    srv.server.wait(timeout=60)
+    assert pids and not wait_gone(pids | run_processes(srv.env), 20), f"{case}: processes of the test left"
+    from team_server import ERROR_LINE
+
+    for log in ("server.log", "server-2.log"):  # stopped and started again on the same database, cleanly
+        errors = [line for line in (srv.tmp / log).read_text(errors="replace").splitlines() if ERROR_LINE.search(line)]
+        assert not errors, f"{case}: {log}:\n" + "\n".join(errors[:20])
+    assert not owned_containers(pids), f"{case}: containers of the shard runs left: {owned_containers(pids)}"
+
+
+def test_an_unreachable_prefect_server_is_one_line_in_a_run_log():
+    """What a shard run's process logs when the server is gone (Prefect's own chain: httpcore, httpx,
+    RuntimeError), as the flow modules' filter leaves it: one line naming the server, no traceback;
+    an explained failure (StageCrashed) keeps its line and loses its traceback; anything else keeps it."""
+    import logging
+    import sys as system
+
+    import httpx
+
+    from codeeval.flows import stages  # installs the filter, as a worker loading the flow's file does
+
+    def logged(error: BaseException, message: str) -> str:
+        try:
+            raise error
+        except BaseException:
+            info = system.exc_info()
+        for name in ("prefect.flow_runs", "prefect.engine", "prefect.task_runs"):
+            logger = logging.getLogger(name)
+            record = logger.makeRecord(name, logging.ERROR, __file__, 0, message, (), info)
+            assert logger.filter(record), name
+            text = logging.Formatter("%(message)s").format(record)
+        return text
+
+    try:
+        raise httpx.ConnectError("[Errno 111] Connection refused")
+    except httpx.ConnectError as exc:
+        unreachable = RuntimeError("Failed to reach API at http://127.0.0.1:4200/api/")
+        unreachable.__cause__ = exc
+    url = os.environ.get("PREFECT_API_URL") or "its address"
+    assert logged(unreachable, "Engine execution exited with unexpected exception") == (
+        f"Engine execution exited with unexpected exception: the Prefect server at {url} does not answer "
+        "([Errno 111] Connection refused): this flow run stops here, finished shards are kept")
+    crashed = stages.StageCrashed("generate-humaneval-shard-001 on pool gpu crashed: exit 1", "run-id")
+    assert logged(crashed, "Task run failed with exception") == "Task run failed with exception"
+    assert "Traceback" in logged(ValueError("a bug"), "Task run failed with exception")

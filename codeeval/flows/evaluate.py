@@ -25,6 +25,7 @@ from codeeval.core.contracts import PlannedTask, Reuse
 from codeeval.core.errors import RunFailed
 from codeeval.core.fingerprint import code_version, digest
 from codeeval.executors.pool import POOL
+from codeeval.flows.logs import explain_failures
 from codeeval.flows.stages import EXECUTE, GENERATE, StageFailed, remote_shard, use_deployments
 from codeeval.generation import backend_class, devices
 from codeeval.generation.base import GenerationArgs
@@ -35,6 +36,8 @@ from codeeval.pipeline.problems import portable
 from codeeval.pipeline.publish import publish
 from codeeval.pipeline.summary import ShardFailure, failure_message, results_table, summary_line, summary_markdown
 from codeeval.tasks.shards import KEPT, SKIPPED, execute_shard, generate_shard, load_problems, score_task
+
+explain_failures()
 
 
 def run_link(kind: str, run_id: str) -> str:
@@ -107,7 +110,8 @@ def _evaluate(config: RunConfig) -> dict:
     backend = backend_spec(config)
     device_specs = devices.plan(backend)  # one spec per visible device (data parallel), or [backend]
     sandbox = sandbox_spec(config)
-    # infrastructure errors only (failures.retry_condition); a failing model is never retried
+    # infrastructure errors only (failures.retry_condition; on work pools: a crashed shard run,
+    # stages.crashed); a failing model is never retried
     retries = {"retries": config.infra_retries, "retry_delay_seconds": config.retry_delay_s}
     remote = use_deployments(config.stages)  # shards as flow runs on the gpu / cpu work pools
     if remote:
@@ -145,7 +149,7 @@ def _evaluate(config: RunConfig) -> dict:
             d = i % len(device_specs)
             run_name = f"generate-{name}-shard-{i:03d}"
             if remote:
-                gen = runs[run_name] = remote_shard.with_options(task_run_name=run_name).submit(
+                gen = runs[run_name] = remote_shard.with_options(task_run_name=run_name, **retries).submit(
                     GENERATE, run_name, dict(run_name=run_name, name=name, problems_path=plan.problems_path,
                                              start=start, stop=stop, backend=backend, out_path=str(gen_path),
                                              cache_key=gen_key, **remote_retries), gen_key)
@@ -161,7 +165,7 @@ def _evaluate(config: RunConfig) -> dict:
             exec_key = digest("execute", version, name, sandbox.name, sandbox.limits)
             run_name = f"execute-{name}-shard-{i:03d}"
             if remote:
-                future = runs[run_name] = remote_shard.with_options(task_run_name=run_name).submit(
+                future = runs[run_name] = remote_shard.with_options(task_run_name=run_name, **retries).submit(
                     EXECUTE, run_name, dict(run_name=run_name, name=name, problems_path=plan.problems_path,
                                             sandbox=sandbox, out_path=str(exec_path), cache_key=exec_key,
                                             **remote_retries), exec_key, allow_failure(gen))

@@ -22,11 +22,13 @@ from prefect.states import Completed
 from codeeval.core import artifacts, storage
 from codeeval.executors import SandboxSpec
 from codeeval.executors.pool import POOL
+from codeeval.flows.logs import explain_failures
 from codeeval.generation import BackendSpec, devices
 from codeeval.tasks.shards import KEPT, _skipped, content_key, execute_shard, generate_shard
 
 GENERATE = "generate-shard/generate-shard"
 EXECUTE = "execute-shard/execute-shard"
+explain_failures()  # this file is what a worker loads for a shard run
 
 
 class StageFailed(Exception):
@@ -39,6 +41,19 @@ class StageFailed(Exception):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class StageCrashed(StageFailed):
+    """A shard's flow run crashed: its process died before it could say why (the Prefect server
+    was unreachable when it started or ended, the host went down). An infrastructure failure:
+    the evaluate run starts the shard again (`infra_retries`)."""
+
+
+def crashed(task, task_run, state) -> bool:
+    """remote_shard's retry_condition_fn: only a crashed shard run. Any other failure of the shard
+    is its own (its run retried its infrastructure errors already), and an error while this task
+    waited on the shard may leave that run going: starting the shard again would run it twice."""
+    return state.is_failed() and isinstance(state.result(raise_on_failure=False), StageCrashed)
 
 
 def use_deployments(mode: str) -> bool:
@@ -65,7 +80,7 @@ def use_deployments(mode: str) -> bool:
     return True
 
 
-@task(name="shard")
+@task(name="shard", retry_condition_fn=crashed)
 def remote_shard(deployment: str, run_name: str, parameters: dict, key: str, after=None) -> str:
     """Runs one shard as a flow run of `deployment` and waits for it. An execution shard gets
     its generation shard's result as `after` (its file's path, or the upstream error). A shard
@@ -83,6 +98,9 @@ def remote_shard(deployment: str, run_name: str, parameters: dict, key: str, aft
 
     run = run_deployment(deployment, parameters=parameters, flow_run_name=run_name, poll_interval=2)
     get_run_logger().info("%s ran on work pool %s: %s", run_name, run.work_pool_name, run.state.name)
+    if run.state.is_crashed():
+        why = run.state.message or "its process died"
+        raise StageCrashed(f"{run_name} on pool {run.work_pool_name} crashed: {why}", str(run.id))
     if not run.state.is_completed():
         raise StageFailed(f"{run_name} on pool {run.work_pool_name}: {run.state.message or run.state.name}",
                           str(run.id))
