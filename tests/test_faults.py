@@ -30,6 +30,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from docker_env import ensure_images
+from procs import alive, children
 
 # issue 23: the same fault points in every CI run; CODEEVAL_FAULTS_SEED=<n> tries other ones
 SEED = int(os.environ.get("CODEEVAL_FAULTS_SEED") or 23)
@@ -127,33 +128,6 @@ def assert_resumed(out: Path, before: dict, stdout: str, expected: dict, case: s
     assert metrics(out) == expected["metrics"], case
     assert rows(out) == expected["rows"], f"{case}: execution rows differ from the undisturbed run's"
     assert not list(out.rglob("*.partial")) and not list(out.glob("humaneval/errors/*.json")), case
-
-
-def children(pid: int) -> set[int]:
-    """Every live descendant of `pid`."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {p for p, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def alive(pids: set[int]) -> set[int]:
-    live = set()
-    for pid in pids:
-        try:
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-                live.add(pid)
-        except OSError:
-            continue
-    return live
 
 
 def owned_containers(pids, engine: str | None = None) -> list[str]:

@@ -17,37 +17,9 @@ from pathlib import Path
 
 import pytest
 from docker_env import containers_of, ensure_images
+from procs import alive, children
 
 N_PROBLEMS, SHARD = 12, 2
-
-
-def children(pid: int) -> set[int]:
-    """Every live descendant of `pid`."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {p for p, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def alive(pids: set[int]) -> set[int]:
-    live = set()
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            live.add(pid)
-    return live
 
 
 def owned_containers(pid: int) -> list[str]:
