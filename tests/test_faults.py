@@ -525,10 +525,12 @@ FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
 
 @pytest.fixture
 def team(tmp_path):
-    """scripts/prefect-server.sh (SQLite) on a free port with its own PREFECT_HOME, prefect.yaml's
-    pools and deployments, a gpu worker and a cpu worker, as tests/test_deployment.py starts them.
-    Everything it started is stopped at the end, whatever happened."""
-    from team_server import Server, copy_checkout, free_port, wait_http
+    """scripts/prefect-server.sh on PostgreSQL (scripts/postgres.sh: the team path of
+    docs/deployment.md) on a free port with its own PREFECT_HOME, prefect.yaml's pools and
+    deployments, a gpu worker and a cpu worker, as tests/test_deployment.py starts them. Everything
+    it started is stopped at the end, whatever happened. (On SQLite the restarted server logged,
+    in one CI run of four, a retried "database is locked" ERROR from its task-run recorder.)"""
+    from team_server import Server, copy_checkout, free_port, start_postgres, wait_http
 
     port = free_port()
     project = tmp_path / "project"
@@ -537,7 +539,9 @@ def team(tmp_path):
            "PUBLIC_URL": f"http://127.0.0.1:{port}", "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
            "PYTHON": sys.executable, "CODEEVAL_CHECKOUT": str(project), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "DO_NOT_TRACK": "1", "PREFECT_WORKER_QUERY_SECONDS": "2", "COLUMNS": "250"}
-    srv = Server(env=env, tmp=tmp_path, project=project, database="sqlite")
+    setting, stop_db = start_postgres(tmp_path)
+    env.update(setting)
+    srv = Server(env=env, tmp=tmp_path, project=project, database="postgresql")
     srv.port = port
     srv.health = f"http://127.0.0.1:{port}/api/health"
     srv.wait_http = wait_http
@@ -556,6 +560,7 @@ def team(tmp_path):
             except ProcessLookupError:
                 pass
             proc.wait()
+        stop_db()
 
 
 def watch(srv, params: dict, n: int) -> subprocess.Popen:
@@ -573,7 +578,7 @@ def shard_runs(srv) -> list[dict]:
 
 
 def test_prefect_server_restarted_under_a_team_run(team, workload, data_dir, undisturbed):
-    """The team's Prefect server (SQLite) stopped with SIGTERM at a random moment of an `evaluate`
+    """The team's Prefect server (on PostgreSQL) stopped with SIGTERM at a random moment of an `evaluate`
     deployment run whose shards run on the gpu and cpu pools, and started again on the same port
     and PREFECT_HOME. A shard run that crashed meanwhile (its process could not reach the server)
     is started again by the evaluate run; the watch ends (no hang) with the scores or with each
