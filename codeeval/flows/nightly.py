@@ -82,10 +82,6 @@ def nightly_leaderboard(models_file: str, output_dir: str = "leaderboard", runs_
     if failed:
         raise RunFailed(f"{len(failed)} of {len(configs)} models failed: "
                         + "".join(f"\n{m}: {why}" for m, why in failed.items()))  # every cause, whole
-    flips: dict[str, dict] = {}  # model -> task -> the problems that flipped each way since the previous night
-    for p in paired:
-        if p.against == leaderboard_paired.PREVIOUS and p.result is not None:
-            flips.setdefault(p.model, {})[p.task] = {"pass_to_fail": [f.task_id for f in p.pass_to_fail],
-                                                     "fail_to_pass": [f.task_id for f in p.fail_to_pass]}
-    return {"date": date, "rows": len(rows), "changes": delta, "reused": reused, "flips": flips,
+    return {"date": date, "rows": len(rows), "changes": delta, "reused": reused,
+            "flips": leaderboard_paired.flips_by_model(paired),
             "parquet": str(board), "html": str(page)}

@@ -151,6 +151,16 @@ def _with_flips(out: Path, paired: Paired) -> Paired:
                   flips(paired.result.pass_to_fail), flips(paired.result.fail_to_pass))
 
 
+def flips_by_model(paired: Iterable[Paired]) -> dict[str, dict]:
+    """model -> task -> the problems that flipped each way since the previous night."""
+    flips: dict[str, dict] = {}
+    for p in paired:
+        if p.against == PREVIOUS and p.result is not None:
+            flips.setdefault(p.model, {})[p.task] = {"pass_to_fail": [f.task_id for f in p.pass_to_fail],
+                                                     "fail_to_pass": [f.task_id for f in p.fail_to_pass]}
+    return flips
+
+
 def flips_markdown(paired: list[Paired], since: Optional[str]) -> list[str]:
     """The changes artifact's per-problem part: per model and task the problems that flipped
     since the previous night, each way (codeeval compare's rule for a pass)."""
