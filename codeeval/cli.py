@@ -13,6 +13,7 @@ import time
 from typing import Callable, Optional, Sequence
 
 from codeeval.cli_args import build_parser, config_from_args
+from codeeval.core import memory
 from codeeval.core.errors import RunFailed, UsageError, no_space
 from codeeval.pipeline.summary import no_space_message, results_table
 
@@ -204,6 +205,7 @@ class Phases:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    memory.limit_malloc_arenas()  # before any thread starts (codeeval/core/memory.py)
     phases = Phases()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)

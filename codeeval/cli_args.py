@@ -89,6 +89,8 @@ def _run_parser(sub) -> argparse.ArgumentParser:
     o.add_argument("--data-dir", "--data_dir", dest="data_dir", default=None,
                    help="local benchmark copies in upstream format (e.g. ../shared/data)")
     o.add_argument("--shard_size", type=int, default=RUN["shard_size"], help="problems per shard")
+    o.add_argument("--shard_programs", type=int, default=RUN["shard_programs"],
+                   help="samples per shard, at most (whole problems)")
     o.add_argument("--infra_retries", type=int, default=RUN["infra_retries"],
                    help="retries of a shard failed by the sandbox, engine or network (a model error: none)")
     r = p.add_argument_group("repo-level tasks (evocodebench, deveval)")
@@ -173,7 +175,8 @@ def config_from_args(args: argparse.Namespace):
         load_generations_path=args.load_generations_path, save_generations=args.save_generations,
         save_generations_path=args.save_generations_path, metric_output_path=args.metric_output_path,
         output_dir=args.output_dir, data_dir=args.data_dir, executor=args.executor, n_workers=args.n_workers,
-        memory_mb=args.memory_mb, shard_size=args.shard_size, infra_retries=args.infra_retries,
+        memory_mb=args.memory_mb, shard_size=args.shard_size, shard_programs=args.shard_programs,
+        infra_retries=args.infra_retries,
         source_code_root=args.source_code_root, dependency_data_root=args.dependency_data_root,
         exclude_failing_oracles=args.exclude_failing_oracles, strict_data=args.strict_data,
     )

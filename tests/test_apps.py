@@ -145,7 +145,10 @@ def test_standard_input_verdicts(sandbox):
         (1, 1, 1), (1, 1, 1), (0, 0, 1), (0, 0, 0), (-1, -1, -1), (-2,), (0, 0, 0), (-1, -1, -1), (0, 0, 0),
         (-1, -1, -1), (-1, -1, -1)]
     assert [v.passed for v in verdicts] == [True, True] + [False] * 9
-    assert verdicts[-1].status == "timeout" and verdicts[9].status == "failed"
+    # the loop's three 4 s tests (12 s) pass the sample's 11 s only just: where the host's speed
+    # check stretches the sample's limit (cputime.slowdown, a crowded machine), the harness ends
+    # first and reports its three -1s itself. The verdict is the same either way.
+    assert verdicts[-1].status in ("timeout", "failed") and verdicts[9].status == "failed"
 
 
 def test_call_based_verdicts(sandbox):

@@ -38,6 +38,26 @@ def inspect_output(capsys, run_dir: Path) -> str:
     return capsys.readouterr().out
 
 
+def test_many_shards_failing_alike_are_one_line(prefect_api, data_dir, tmp_path, capsys):
+    """Twelve shards that fail the same way (a model that does not load) end the run in a few
+    lines, not one per shard: the first names, how many, the cause once."""
+    model = tmp_path / f"broken-{uuid.uuid4().hex[:8]}"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
+    code = main(["run", "--model", str(model), "--tasks", "humaneval", "--limit", "12", "--shard_size", "1",
+                 "--allow_code_execution", "--executor", "local", "--data-dir", str(data_dir),
+                 "--output-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 1
+    failed = err[err.index("run failed: 12 shards failed"):]
+    lines = failed.splitlines()
+    assert lines[1].startswith("  generate-humaneval-shard-000, generate-humaneval-shard-001, "
+                               "generate-humaneval-shard-002 and 9 more (12 shards): ValueError: ")
+    waiting = next(line for line in lines if "not run, waiting on those" in line)
+    assert waiting.endswith("execute-humaneval-shard-007 and 5 more")
+    assert failed.count("ValueError") == 1
+
+
 def test_a_model_that_fails_to_load_fails_its_shards_once_and_the_ui_shows_why(prefect_api, data_dir, tmp_path,
                                                                                capsys):
     """A model directory whose config names no architecture: a model failure, never retried."""

@@ -100,6 +100,31 @@ def test_saved_generations_replay_to_the_same_score(prefect_api, data_dir, tmp_p
     assert json.loads((tmp_path / "m.json").read_text())["humaneval"]["pass@2"] == 1.0
 
 
+def test_shards_hold_at_most_shard_programs_samples_and_score_the_same(prefect_api, data_dir, tmp_path, capsys):
+    """Many samples per problem split a task into more shards (whole problems, at most
+    --shard_programs samples each; a problem with more is a shard alone), and the numbers do not
+    change: what one shard holds in memory is bounded whatever n_samples is."""
+    from codeeval.benchmarks.registry import get_task
+    from codeeval.benchmarks.spec import LoadOptions
+
+    task = get_task("humaneval")
+    right = [task.reference_solution(p) for p in task.load(LoadOptions(data_dir))[:5]]
+    programs = [[right[i] if s % 3 else "syntax error(" for s in range(n)] for i, n in enumerate((4, 4, 9, 2, 3))]
+    saved = tmp_path / "gens.json"
+    saved.write_text(json.dumps(programs))
+    common = ["--model", "x", "--tasks", "humaneval", "--allow_code_execution", "--executor", "local",
+              "--data-dir", str(data_dir), "--limit", "5", "--load_generations_path", str(saved), "--k", "1,2"]
+    run_cli(capsys, *common, "--output-dir", str(tmp_path / "whole"))
+    run_cli(capsys, *common, "--output-dir", str(tmp_path / "capped"), "--shard_programs", "6")
+    sizes = [pq.read_table(p).column("task_id").to_pylist()
+             for p in sorted((tmp_path / "capped" / "humaneval" / "executions").glob("shard-*.parquet"))]
+    assert [len(s) for s in sizes] == [4, 4, 9, 5]  # 4+4 > 6; the 9 alone; 2+3 together
+    assert len(list((tmp_path / "whole" / "humaneval" / "executions").glob("shard-*.parquet"))) == 1
+    whole, capped = (json.loads((tmp_path / d / "humaneval" / "metrics.json").read_text()) for d in ("whole", "capped"))
+    assert whole["metrics"] == capped["metrics"] and whole["statuses"] == capped["statuses"]
+    assert capped["samples"] == 22 and capped["passed"] == 13  # every third sample is a syntax error
+
+
 def test_generation_only_saves_generations_and_executes_nothing(prefect_api, data_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     text = run_cli(capsys, "--model", "reference", "--tasks", "mbpp", "--generation_only", "--limit", "3",

@@ -87,6 +87,57 @@ def test_any_generations_file_is_read_whole_or_refused(tmp_path, suffix, content
 
 
 @FUZZ
+@given(value=st.lists(JSON, max_size=6), indent=st.sampled_from([None, 0, 2]), chunk=st.sampled_from([1, 3, 7, 4096]),
+       noise=st.sampled_from(["", " ", "\n\t", "x", ",", "]", "[", "\ufeff"]), at=st.integers(0, 400))
+def test_the_streamed_array_is_json_loads_or_not_streamable(value, indent, chunk, noise, at, monkeypatch):
+    """The replay file's stream reader (replay_stream.array_items), read in chunks as small as one
+    character, gives json.loads's elements, or NotStreamable where the text is no JSON array."""
+    import io
+
+    from codeeval.generation import replay_stream
+
+    text = json.dumps(value, indent=indent)
+    text = text[:at] + noise + text[at:]
+    monkeypatch.setattr(replay_stream, "CHUNK", chunk)
+    try:
+        expected = json.loads(text)
+    except ValueError:
+        expected = None
+    try:
+        got = list(replay_stream.array_items(io.StringIO(text)))
+    except replay_stream.NotStreamable:
+        got = None
+    if isinstance(expected, list):
+        assert got == expected
+    else:
+        assert got is None
+
+
+@FUZZ
+@given(lists=st.lists(st.lists(st.text(max_size=5), max_size=3), min_size=1, max_size=5), spill_group=st.integers(1, 4))
+def test_spilled_programs_read_back_per_shard_as_parsed(tmp_path, lists, spill_group, monkeypatch):
+    """The replay backend's spill (replay_spill.Spill) gives every shard of problems next to
+    each other the programs that parse() gives them, however the rows fall into row groups."""
+    from codeeval.generation import replay_spill
+    from codeeval.generation.replay import Reader
+
+    assume(all(lists) and all(encodable(s) for g in lists for s in g))
+    monkeypatch.setattr(replay_spill, "ROW_GROUP", spill_group)
+    problems = [Problem(f"T/{i}", i, "p", {"prompt": "p"}) for i in range(len(lists))]
+    path = write(tmp_path / "g.json", dumps(lists).encode())
+    parsed = parse(path, problems)
+    spill = replay_spill.Spill(Reader(path, problems, None, "fuzz").items())
+    try:
+        for start in range(len(problems)):
+            for stop in range(start + 1, len(problems) + 1):
+                ids = [p.task_id for p in problems[start:stop]]
+                assert spill.read(ids) == {t: parsed[t] for t in ids}
+    finally:
+        spill.close()
+    assert not Path(spill.path).exists()
+
+
+@FUZZ
 @given(rows=st.lists(st.tuples(st.sampled_from(PROBLEMS), st.sampled_from(["completion", "solution"]), TEXT),
                      min_size=3, max_size=9), suffix=st.sampled_from([".jsonl", ".jsonl.gz"]))
 def test_well_formed_rows_are_read_as_their_tool_means_them(tmp_path, rows, suffix):

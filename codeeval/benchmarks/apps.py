@@ -149,6 +149,7 @@ class AppsAccuracy(Metric):
     (share of problems with every test > 0). More samples: pass@k, a sample being correct iff
     every test > 0. A sample with no verdict counts as [-2] (it was not executed)."""
 
+    reads_completions = False
     name = "apps_accuracy"
     primary = "strict_accuracy"
     uses_k = True

@@ -115,6 +115,7 @@ class MeanPassAt1(Metric):
     """bigcode's `mean pass@1 accuracy (<n> samples)` = correct samples / problems / n, and the
     same per library (`pass@1/<Lib>`) when the task spans several."""
 
+    reads_completions = False
     name = "mean_pass@1"
     primary = "pass@1"
 

@@ -57,6 +57,7 @@ class PassAtK(Metric):
     default_ks: tuple[int, ...] = (1, 10, 100)
     subset: Optional[str] = None
     prefix: str = ""
+    reads_completions = False
     uses_k = True
 
     @property
@@ -98,6 +99,7 @@ class AnswerAccuracy(Metric):
     target: Callable[[Problem], Number]
     vote: str = "first"
     tol: float = 1e-3
+    reads_completions = False
     name = "accuracy"
     primary = "accuracy"
 

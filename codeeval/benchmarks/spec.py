@@ -169,6 +169,9 @@ class Metric(abc.ABC):
     primary: str = ""  # key of the headline value in compute()'s result (the leaderboard's column)
     higher_is_better: bool = True
     uses_k: bool = False  # takes the run's ks (pass@k)
+    # reads Sample.completion; False lets the score stage leave the texts on disk (O(1) memory
+    # per sample), so a metric that only counts verdicts says so
+    reads_completions: bool = True
     default_ks: tuple[int, ...] = ()
 
     @abc.abstractmethod
@@ -225,6 +228,10 @@ class TaskSpec:
     @property
     def uses_k(self) -> bool:
         return any(m.uses_k for m in self.metrics)
+
+    @property
+    def reads_completions(self) -> bool:
+        return any(m.reads_completions for m in self.metrics)
 
     @property
     def default_ks(self) -> tuple[int, ...]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -102,8 +102,14 @@ def written_with(path: Path, key: str) -> bool:
     return metadata.get(KEY_FIELD) == key.encode()
 
 
-def read_rows(path: Path) -> list[dict]:
-    return pq.read_table(storage.fetch(path)).to_pylist()
+def read_rows(path: Path, columns: Optional[Sequence[str]] = None) -> list[dict]:
+    """The file's rows; with `columns`, only those of them that the file has (a reader that
+    needs a few columns of a large shard leaves the rest, program texts and logs, on disk)."""
+    local = storage.fetch(path)
+    if columns is not None:
+        present = set(pq.read_schema(local).names)
+        columns = [c for c in columns if c in present]
+    return pq.read_table(local, columns=columns).to_pylist()
 
 
 def write_bytes(path: Path, data: bytes) -> Path:

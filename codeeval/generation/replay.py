@@ -14,19 +14,23 @@ is used when it exists (bigcode's naming).
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import logging
+import threading
 import zlib
 from collections import defaultdict
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence, TextIO
 
 from codeeval.benchmarks.data import encodable, parse_json
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core.errors import UsageError
 from codeeval.core.fingerprint import file_digest
 from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress
+from codeeval.generation.replay_spill import Spill
+from codeeval.generation.replay_stream import NotStreamable, array_items
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +53,17 @@ def path_for(template: str, task: str) -> Path:
 
 
 def _text(path: Path) -> str:
+    with _opened(path) as fh:
+        return fh.read()
+
+
+@contextlib.contextmanager
+def _opened(path: Path) -> Iterator[TextIO]:
+    """The file as text (gunzipped), its read errors as one line each."""
     try:
-        if path.suffix != ".gz":
-            return path.read_text(encoding="utf-8")
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            return fh.read()
+        with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz"
+              else open(path, encoding="utf-8")) as fh:
+            yield fh
     except UnicodeDecodeError as exc:
         raise UsageError(f"malformed generations file {path}: not UTF-8 (byte {exc.start})") from None
     except gzip.BadGzipFile as exc:
@@ -70,17 +80,55 @@ def parse(path: Path, problems: Sequence[Problem], prefix: Prefix = None,
     """task_id -> finished programs; `problems` are all the run's problems of the task, in
     order (list position i of a JSON file is problem i, as in bigcode with --limit_start);
     `prefix` is what a completion row continues (None: such rows are refused)."""
-    return _read(path, problems, prefix, task)[0]
+    return dict(Reader(path, problems, prefix, task).items())
 
 
-def _read(path: Path, problems: Sequence[Problem], prefix: Prefix,
-          task: str) -> tuple[dict[str, list[str]], int]:
-    """(parse's result, how many problems a JSON file holds)."""
-    if not path.is_file():
-        raise UsageError(f"generations file not found: {path}")
+class Reader:
+    """A generations file's (task_id, programs) pairs, one problem at a time: a JSON array is
+    read as a stream (replay_stream), so that counting or spilling it never holds the whole
+    file; `in_file` is how many problems a JSON file holds, once items() is consumed."""
+
+    def __init__(self, path: Path, problems: Sequence[Problem], prefix: Prefix, task: str) -> None:
+        if not path.is_file():
+            raise UsageError(f"generations file not found: {path}")
+        self.path, self.problems, self.prefix, self.task = path, problems, prefix, task
+        self.in_file = len(problems)
+
+    def items(self) -> Iterator[tuple[str, list[str]]]:
+        if split_name(self.path)[1].removesuffix(".gz") == ".jsonl":  # extra task ids are not counted
+            yield from _parse_jsonl(self.path, _text(self.path), self.problems, self.prefix, self.task).items()
+            return
+        done = 0
+        try:
+            for programs in self._stream():
+                yield self.problems[done].task_id, programs
+                done += 1
+        except NotStreamable:
+            pass
+        else:
+            return
+        whole = _whole_json(self.path, self.problems)  # the error, named as the whole text names it
+        self.in_file = whole[1]
+        yield from list(whole[0].items())[done:]
+
+    def _stream(self) -> Iterator[list[str]]:
+        """The problems' program lists; NotStreamable at anything the whole-text path refuses."""
+        n, count = len(self.problems), 0
+        with _opened(self.path) as fh:
+            for count, programs in enumerate(array_items(fh), 1):
+                if not (isinstance(programs, list) and all(isinstance(s, str) and encodable(s) for s in programs)) \
+                        or (count <= n and not programs):
+                    raise NotStreamable("refused")
+                if count <= n:
+                    yield programs
+        if count < n:
+            raise NotStreamable("too few problems")
+        self.in_file = count
+
+
+def _whole_json(path: Path, problems: Sequence[Problem]) -> tuple[dict[str, list[str]], int]:
+    """The JSON file parsed whole: (parse's result, how many problems it holds), or its error."""
     text = _text(path)
-    if split_name(path)[1].removesuffix(".gz") == ".jsonl":
-        return _parse_jsonl(path, text, problems, prefix, task), len(problems)  # extra task ids are not counted
     data = parse_json(text, path, what="generations file", surrogates=False)  # named per problem below
     if not isinstance(data, list) or not all(
         isinstance(g, list) and all(isinstance(s, str) for s in g) for g in data
@@ -167,31 +215,41 @@ class ReplayBackend(Backend):
 
     def __init__(self, spec) -> None:
         self.template = _template(spec)
-        self._parsed: dict[tuple[str, tuple[str, ...]], dict[str, list[str]]] = {}
+        self._spills: dict[tuple[str, tuple[str, ...]], Spill] = {}
+        self._lock = threading.Lock()  # shards of a run may ask at once
 
     @classmethod
     def input_fingerprint(cls, spec, task: TaskSpec) -> str:
         path = path_for(spec.generations_path or "", task.name)
         return file_digest(path) if path.is_file() else "missing"
 
-    def programs(self, task: TaskSpec, problems: Sequence[Problem]) -> dict[str, list[str]]:
+    def programs(self, task: TaskSpec, problems: Sequence[Problem], task_ids: Sequence[str]) -> dict[str, list[str]]:
+        """The programs of `task_ids`; the file is parsed once per task and kept on disk (Spill),
+        so what the run holds is one shard's programs, whatever n_samples is."""
         key = (task.name, tuple(p.task_id for p in problems))
-        if key not in self._parsed:
-            self._parsed[key] = parse(path_for(self.template, task.name), problems, task.completion_prefix,
-                                      task.name)
-        return self._parsed[key]
+        with self._lock:
+            if key not in self._spills:
+                self._spills[key] = Spill(Reader(path_for(self.template, task.name), problems,
+                                                 task.completion_prefix, task.name).items())
+        return self._spills[key].read(task_ids)
+
+    def close(self) -> None:
+        for spill in self._spills.values():
+            spill.close()
+        self._spills.clear()
 
     @classmethod
     def counts(cls, spec, task: TaskSpec, problems: Sequence[Problem]) -> dict[str, int]:
         path = path_for(_template(spec), task.name)
-        programs, in_file = _read(path, problems, task.completion_prefix, task.name)
-        if in_file > len(problems):
+        reader = Reader(path, problems, task.completion_prefix, task.name)
+        counts = {task_id: len(programs) for task_id, programs in reader.items()}
+        if reader.in_file > len(problems):
             log.warning("generations file %s has more problems than the %d scored", path, len(problems))
-        return {p.task_id: len(programs[p.task_id]) for p in problems}
+        return {p.task_id: counts[p.task_id] for p in problems}
 
     def generate(self, task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest],
                  progress: Progress = None) -> list[GenOutput]:
-        programs = self.programs(task, problems)
+        programs = self.programs(task, problems, [r.task_id for r in requests])
         outputs = [GenOutput("", 0, "replay", programs[r.task_id][r.sample]) for r in requests]
         if progress:
             progress(len(requests))

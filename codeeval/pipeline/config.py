@@ -33,6 +33,9 @@ class RunConfig:
     n_workers: int = 0  # 0 = core count
     memory_mb: int = 4096
     shard_size: int = 64  # problems per shard
+    # programs per shard, at most (whole problems; one problem may hold more): what a shard holds
+    # in memory is bounded by this, not by n_samples (docs/reliability.md, "Scale")
+    shard_programs: int = 1024
     infra_retries: int = 2  # retries of a shard that an infrastructure error failed (never a model error)
     retry_delay_s: float = 10.0
     # where shards run: "local" (this process), "deployments" (flow runs of the generate-shard /

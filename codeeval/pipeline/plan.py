@@ -60,6 +60,8 @@ def check(config: RunConfig) -> None:
         raise UsageError("--limit_start must be >= 0")
     if config.shard_size < 1:
         raise UsageError("--shard_size must be >= 1")
+    if config.shard_programs < 1:
+        raise UsageError("--shard_programs must be >= 1")
     if config.stages not in ("auto", "local", "deployments"):
         raise UsageError(f"stages must be auto, local or deployments, not {config.stages!r}")
 
@@ -96,7 +98,8 @@ def plan_task(config: RunConfig, name: str) -> TaskPlan:
         ks, left_out = [], []
     else:
         ks, left_out = resolve_ks(name, n_min, config.k, spec.default_ks)
-    return TaskPlan(spec, problems, counts, ks, left_out, shard_ranges(spec, problems, config.shard_size))
+    shards = shard_ranges(spec, problems, config.shard_size, counts, config.shard_programs)
+    return TaskPlan(spec, problems, counts, ks, left_out, shards)
 
 
 def load_problems(spec: TaskSpec, options: LoadOptions) -> list[Problem]:
@@ -114,13 +117,19 @@ def _no_key(problem: Problem) -> None:
     return None
 
 
-def shard_ranges(spec: TaskSpec, problems: list[Problem], size: int) -> list[tuple[int, int]]:
-    """[start, stop) ranges of at most `size` problems; a task whose execution has a shard key
-    (repo-level: the repository) also starts a new shard wherever the key changes."""
+def shard_ranges(spec: TaskSpec, problems: list[Problem], size: int, counts: Optional[dict[str, int]] = None,
+                 max_programs: Optional[int] = None) -> list[tuple[int, int]]:
+    """[start, stop) ranges of at most `size` problems and, with `counts`, at most `max_programs`
+    samples (a problem is never split: one with more samples is a shard alone), so that a shard's
+    memory and the work a kill loses stay bounded whatever n_samples is; a task whose execution
+    has a shard key (repo-level: the repository) also starts a new shard wherever the key changes."""
     key = spec.execution.shard_key if spec.execution is not None else _no_key
-    shards, start = [], 0
+    samples = (lambda p: counts[p.task_id]) if counts and max_programs else (lambda p: 0)
+    shards, start, held = [], 0, 0
     for i in range(1, len(problems) + 1):
-        if i == len(problems) or i - start == size or (key(problems[i]) != key(problems[start])):
+        held += samples(problems[i - 1])
+        if (i == len(problems) or i - start == size or key(problems[i]) != key(problems[start])
+                or (max_programs and held + samples(problems[i]) > max_programs)):
             shards.append((start, i))
-            start = i
+            start, held = i, 0
     return shards

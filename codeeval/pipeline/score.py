@@ -2,22 +2,49 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, Sample, TaskSpec
+from codeeval.core import artifacts
 from codeeval.core.contracts import TaskScore
 from codeeval.pipeline import uncertainty
 from codeeval.pipeline.execute import verdict_of
+
+
+# what the score stage reads of the shards: no metric reads an execution's detail or logs, and
+# only metrics that say so (Metric.reads_completions) read the completions
+KEYS = ("task_id", "sample")
+VERDICT_COLUMNS = (*KEYS, "status", "passed", "tests", "subsets", "answer", "score")
+
+
+def read_samples(task: TaskSpec, problems: Sequence[Problem], generation_paths: Sequence[str],
+                 execution_paths: Sequence[str]) -> list[Sample]:
+    """The task's samples from its shard files, one shard's rows at a time and only the columns
+    its metrics read: the score stage holds a Sample per sample, whatever the programs' length."""
+    ids = {p.task_id: p.task_id for p in problems}  # one string per problem, not one per row
+    verdicts: dict = {}
+    for path in execution_paths if task.executes else ():
+        for r in artifacts.read_rows(Path(path), VERDICT_COLUMNS):
+            verdicts[(ids.get(r["task_id"], r["task_id"]), r["sample"])] = verdict_of(r)
+    columns = (*KEYS, "completion") if task.reads_completions else KEYS
+    rows = [(ids.get(r["task_id"], r["task_id"]), r["sample"], r.get("completion", ""))
+            for path in generation_paths for r in artifacts.read_rows(Path(path), columns)]
+    return _joined(problems, rows, verdicts)
 
 
 def samples_of(problems: Sequence[Problem], generations: Sequence[dict],
                executions: Optional[Sequence[dict]]) -> list[Sample]:
     """Generation rows joined with their execution rows, in (problem, sample) order."""
     verdicts = {(r["task_id"], r["sample"]): verdict_of(r) for r in executions or ()}
+    return _joined(problems, [(g["task_id"], g["sample"], g.get("completion", "")) for g in generations], verdicts)
+
+
+def _joined(problems: Sequence[Problem], rows: list[tuple[str, int, str]], verdicts: dict) -> list[Sample]:
+    """(task_id, sample, completion) rows as Samples with their verdicts, in (problem, sample) order."""
     order = {p.task_id: p.index for p in problems}
-    rows = sorted(generations, key=lambda g: (order[g["task_id"]], g["sample"]))
-    return [Sample(g["task_id"], g["sample"], g["completion"], verdicts.get((g["task_id"], g["sample"])))
-            for g in rows]
+    rows.sort(key=lambda r: (order[r[0]], r[1]))
+    return [Sample(t, s, c, verdicts.get((t, s))) for t, s, c in rows]
 
 
 def score_samples(task: TaskSpec, problems: Sequence[Problem], samples: Sequence[Sample],

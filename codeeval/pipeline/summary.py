@@ -43,10 +43,28 @@ def failure_message(root: str, failed: Sequence[ShardFailure], skipped: Sequence
         return no_space_message(root, full, len(skipped))
     lines = [f"{len(failed)} shards failed (a re-run retries only those; `codeeval inspect {root}` "
              "lists their samples):"]
-    lines += [f"  {f.line()}" for f in failed]
+    alike: dict[tuple[str, Optional[str]], list[ShardFailure]] = {}
+    for f in failed:  # a hundred shards that failed the same way are one line, not a hundred
+        alike.setdefault((f.cause, f.log_line), []).append(f)
+    for group in alike.values():
+        if len(group) <= GROUP_SHOWN:
+            lines += [f"  {f.line()}" for f in group]
+        else:
+            names = _some([f.run_name for f in group], GROUP_SHOWN)
+            lines.append(f"  {names} ({len(group)} shards): {group[0].line().split(': ', 1)[1]}")
     if skipped:
-        lines.append(f"  not run, waiting on those: {', '.join(skipped)}")
+        lines.append(f"  not run, waiting on those: {_some(skipped)}")
     return "\n".join(lines)
+
+
+GROUP_SHOWN = 3  # shards named one by one with their cause; more with the same cause: one line
+NAMES_SHOWN = 8  # names listed in one line before "and N more"
+
+
+def _some(names: Sequence[str], shown: int = NAMES_SHOWN) -> str:
+    if len(names) <= shown:
+        return ", ".join(names)
+    return f"{', '.join(names[:shown])} and {len(names) - shown} more"
 
 
 def _score(score: TaskScore) -> str:

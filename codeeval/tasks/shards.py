@@ -19,7 +19,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.states import Completed
 
 from codeeval.benchmarks.registry import get_task
-from codeeval.core import artifacts, storage
+from codeeval.core import artifacts, memory, storage
 from codeeval.core.contracts import PlannedTask, TaskScore
 from codeeval.core.fingerprint import digest, file_digest
 from codeeval.core.progress import progress_bar
@@ -33,8 +33,10 @@ from codeeval.pipeline.generate import generate_rows
 from codeeval.pipeline.plan import plan_task
 from codeeval.pipeline.problems import fingerprint as problems_fingerprint
 from codeeval.pipeline.problems import problems_rows, read_problems
-from codeeval.pipeline.score import samples_of, score_samples
+from codeeval.pipeline.score import read_samples, score_samples
 from codeeval.tasks import slots
+
+memory.lean_allocators()  # every process that runs shards imports this module: the CLI's, a worker's flow run
 
 KEPT = "kept: written by an earlier run"
 
@@ -223,10 +225,8 @@ def score_task(name: str, problems_path: str, generation_paths: list[str], execu
     if skipped := _skipped([*generation_paths, *execution_paths]):
         return skipped
     problems, _ = read_problems(Path(problems_path))
-    generations = [r for path in generation_paths for r in artifacts.read_rows(Path(path))]
-    executions = [r for path in execution_paths for r in artifacts.read_rows(Path(path))]
     task_spec = get_task(name)
-    samples = samples_of(problems, generations, executions if task_spec.executes else None)
+    samples = read_samples(task_spec, problems, generation_paths, execution_paths)
     result = score_samples(task_spec, problems, samples, ks, ks_left_out)
     artifacts.write_json(Path(out_path), result.to_json())
     return result
