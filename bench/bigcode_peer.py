@@ -1,7 +1,7 @@
 """codeeval's transformers backend against the real bigcode-evaluation-harness, unmodified.
 
   python bench/generation.py --bigcode /path/to/bigcode-evaluation-harness [--limit 16]
-      [--samples 1,10] [--rounds 1] [--max-length-generation 512]
+      [--samples 1,10] [--rounds 1] [--max-length-generation 512] [--batch-rows 0]
 
 Both sides run in fresh processes on the same HF model directory, the same HumanEval prompts
 (the first --limit) and bigcode's flags: `--max_length_generation L --precision fp32`, greedy
@@ -105,9 +105,10 @@ def run_bigcode(peer: Path, model: Path, hf: Path, out: Path, n: int, limit: int
     return max(seconds)
 
 
-def run_ours(model: Path, hf: Path, out: Path, n: int, limit: int, max_len: int) -> float:
+def run_ours(model: Path, hf: Path, out: Path, n: int, limit: int, max_len: int, rows: int) -> float:
     cmd = [sys.executable, str(Path(__file__).resolve()), "ours", "--model", str(model), "--n", str(n),
-           "--limit", str(limit), "--max-length-generation", str(max_len), "--out", str(out / "ours.json")]
+           "--limit", str(limit), "--max-length-generation", str(max_len), "--out", str(out / "ours.json"),
+           "--batch-rows", str(rows)]
     done = subprocess.run(cmd, env=child_env(hf), capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"ours failed:\n{done.stderr[-3000:]}")
@@ -126,7 +127,8 @@ def ours_main(ns) -> None:
     problems = task.load(LoadOptions(data_dir=DATA))
     chosen = problems[:ns.limit]
     args = GenerationArgs(do_sample=ns.n > 1, temperature=0.2, top_p=0.95, n_samples=ns.n, batch_size=ns.n,
-                          max_length_generation=ns.max_length_generation, precision="fp32")
+                          max_length_generation=ns.max_length_generation, precision="fp32",
+                          max_batch_rows=ns.batch_rows)
     backend = TransformersBackend(BackendSpec("transformers", ns.model, args))
     t0 = time.perf_counter()
     rows = generate_rows(task, problems, chosen, {p.task_id: ns.n for p in chosen}, backend)
@@ -170,7 +172,7 @@ def compare(ns) -> int:
                     s = run_bigcode(peer, model, hf, out, n, ns.limit, ns.max_length_generation)
                     path = out / "generations_humaneval.json"
                 else:
-                    s = run_ours(model, hf, out, n, ns.limit, ns.max_length_generation)
+                    s = run_ours(model, hf, out, n, ns.limit, ns.max_length_generation, ns.batch_rows)
                     path = out / "ours.json"
                 outs[method] = path.read_bytes()
                 totals[method][0] += count_tokens(tokenizer, json.loads(outs[method]), prompts)
@@ -194,7 +196,7 @@ def main(argv=None) -> int:
     if argv and argv[0] == "ours":
         ap = argparse.ArgumentParser()
         for flag, kind in (("--model", str), ("--n", int), ("--limit", int), ("--max-length-generation", int),
-                           ("--out", str)):
+                           ("--out", str), ("--batch-rows", int)):
             ap.add_argument(flag, type=kind, required=True)
         ours_main(ap.parse_args(argv[1:]))
         return 0
@@ -205,6 +207,7 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", default="1,10")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--max-length-generation", type=int, default=512)
+    ap.add_argument("--batch-rows", type=int, default=0, help="our rows per batch (0 = auto)")
     return compare(ap.parse_args(argv))
 
 

@@ -90,7 +90,10 @@ class BatchDecoder:
                 step_ids[k, :1 + len(d)] = torch.tensor([self.tokens[j][-1]] + d, dtype=torch.long)
                 step_mask[k, :1 + len(d)] = 1
             mask = torch.cat([mask, step_mask.to(dev)], dim=1)
-            out = self._forward(step_ids.to(dev), mask, next_pos + torch.arange(w, device=dev), cache)
+            # padding reuses its row's last position (masked anyway; never past the model's context)
+            lens = torch.tensor([len(d) for d in drafts], device=dev)
+            offsets = torch.minimum(torch.arange(w, device=dev)[None, :], lens[:, None])
+            out = self._forward(step_ids.to(dev), mask, next_pos + offsets, cache)
             cache = out.past_key_values
             self.stats["forwards"] += 1
             rows = [(k, i) for k, d in enumerate(drafts) for i in range(len(d) + 1)]
@@ -109,7 +112,7 @@ class BatchDecoder:
                 if not self._take(j, chosen[:a + 1]):
                     still.append(j)
             active = still
-            if mask.shape[1] > 64 and int(mask.sum(dim=1).max()) < 0.75 * mask.shape[1]:
+            if hasattr(cache, "layers") and mask.shape[1] > 64 and int(mask.sum(dim=1).max()) < 0.75 * mask.shape[1]:
                 mask = lookup.compact(cache, mask)
         return self.result  # type: ignore[return-value]
 

@@ -16,7 +16,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 def propose(context: list[int], max_tokens: int, max_ngram: int = 3, min_ngram: int = 2) -> list[int]:
     """Up to ``max_tokens`` tokens that followed the latest earlier occurrence of the context's
-    last n-gram (longest n first); [] when there is none."""
+    last n-gram (longest n first), repeated as a cycle when they run out; [] when there is none."""
     if max_tokens <= 0:
         return []
     arr = np.asarray(context)
@@ -26,7 +26,9 @@ def propose(context: list[int], max_tokens: int, max_ngram: int = 3, min_ngram: 
         hits = np.flatnonzero((sliding_window_view(arr[:-1], g) == arr[-g:]).all(axis=1))
         if hits.size:
             start = int(hits[-1]) + g
-            return arr[start:start + max_tokens].tolist()
+            # what followed runs up to the end: the row repeats a cycle, so the draft continues it
+            cycle = arr[start:]
+            return np.resize(cycle, max_tokens).tolist()
     return []
 
 
