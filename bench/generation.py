@@ -20,6 +20,7 @@ The last line is ``ratio=<ours / bigcode-style tokens/s at n_samples=1>``.
   python bench/generation.py                       # CPU, the demo model (built if missing)
   python bench/generation.py --limit 40 --samples 1
   python bench/generation.py --device cuda --arch llama-1b --equal-lengths   # on a GPU
+  python bench/generation.py --bigcode PATH     # against a real bigcode checkout (bench/bigcode_peer.py)
 """
 from __future__ import annotations
 
@@ -161,6 +162,11 @@ def run_ours(backend, prompts, n, max_new, do_sample, stops, equal_lengths):
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if any(a == "--bigcode" or a.startswith("--bigcode=") for a in argv):
+        import bigcode_peer  # beside this script
+
+        return bigcode_peer.main(argv)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default=None, help="model dir or hub id (default: the demo model)")
     ap.add_argument("--arch", default=None, help="random-weight model instead: llama-1b | llama-tiny")

@@ -5,6 +5,7 @@ import pytest
 
 from codeeval.benchmarks.spec import Problem, Prompting, TaskSpec
 from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, chat, fim
+from codeeval.generation.decoder import ends
 from codeeval.generation.requests import Job, plan_jobs, to_output
 from codeeval.generation.transformers_backend import TransformersBackend
 
@@ -102,10 +103,10 @@ def test_a_free_answer_ends_when_its_first_code_block_closes(demo_model_dir):
     assert jobs[0].stops == () and jobs[0].watch == ("```",)  # the task's stop words cut continuations only
     ids = lambda text: b.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     opened = ids("Sure:\n```python\ndef f():\n    return 1\n")
-    assert not b._ends(jobs[0], "Sure:\n```python\n", opened)  # the opening fence goes on
-    assert b._ends(jobs[0], "1\n```", opened + ids("```"))
+    assert not ends(b.tokenizer, jobs[0], "Sure:\n```python\n", opened)  # the opening fence goes on
+    assert ends(b.tokenizer, jobs[0], "1\n```", opened + ids("```"))
     plain = Job(ids=[0], budget=1, stops=("\ndef",), seed_key=("T/0", 0))
-    assert b._ends(plain, "x\ndef", []) and not b._ends(plain, "```", [])
+    assert ends(b.tokenizer, plain, "x\ndef", []) and not ends(b.tokenizer, plain, "```", [])
     # through generate: six tokens cannot repeat the prompt, so the answer's code is the program
     out = b.generate(task, [problem], [req])[0]
     assert 0 < out.n_tokens <= 6 and out.program == chat.extract_code(out.raw)

@@ -33,10 +33,11 @@ def smollm2(smollm2_dir):
     return TransformersBackend(BackendSpec("transformers", str(smollm2_dir), args))
 
 
-def with_args(backend, **changes):
+def with_args(backend, options=None, **changes):
     """Another backend over the same loaded model (loading the GGUF takes a while)."""
     spec = backend.spec
-    return TransformersBackend(BackendSpec(spec.kind, spec.model, replace(spec.args, **changes)),
+    return TransformersBackend(BackendSpec(spec.kind, spec.model, replace(spec.args, **changes),
+                                           options=tuple((options or {}).items())),
                                model=backend.model, tokenizer=backend.tokenizer)
 
 
@@ -61,6 +62,24 @@ def test_greedy_chat_completions_are_python_and_batching_changes_nothing(smollm2
         assert row["finish_reason"] in ("stop", "eos") and 0 < row["n_tokens"] < BUDGET
         assert row["completion"].startswith(problem.prompt) and "```" not in row["completion"]
         ast.parse(row["completion"])
+
+
+@pytest.mark.parametrize("do_sample", [False, True], ids=["greedy", "seeded-sampling"])
+def test_prompt_lookup_drafts_change_nothing_but_the_number_of_steps(smollm2, humaneval, do_sample):
+    """Draft-free speculative decoding: plain prompts (no template) on which SmolLM2 runs to the
+    budget repeating itself, so drafts are made and mostly accepted; the rows are those of
+    one-token-a-step decoding, for greedy and seeded sampling alike (several samples of a prompt
+    also share its prefill)."""
+    task, problems = humaneval
+    chosen = [problems[6], problems[8], problems[0]]
+    counts = {p.task_id: 1 if not do_sample else 2 for p in chosen}
+    kw = dict(apply_chat_template=False, max_new_tokens=80, max_batch_rows=0, do_sample=do_sample, temperature=0.2)
+    plain = with_args(smollm2, options={"prompt_lookup": 0}, **kw)
+    drafted = with_args(smollm2, **kw)
+    expected = generate_rows(task, problems, chosen, counts, plain)
+    assert generate_rows(task, problems, chosen, counts, drafted) == expected
+    assert plain.stats["drafted"] == 0 and any(r["finish_reason"] == "length" for r in expected)
+    assert drafted.stats["accepted"] > 40 and drafted.stats["forwards"] < 0.7 * plain.stats["forwards"]
 
 
 def test_a_free_answer_stops_at_its_closed_code_block(smollm2, humaneval):

@@ -34,10 +34,10 @@ import torch
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core.fingerprint import model_fingerprint
-from codeeval.generation import chat, model_source
+from codeeval.generation import model_source
 from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress, token_budget
+from codeeval.generation.decoder import BatchDecoder
 from codeeval.generation.requests import Job, Renderer, plan_jobs
-from codeeval.generation.seeds import sample_seed, uniform
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,7 @@ class TransformersBackend(Backend):
         self.context = int(self.context) if self.context else None
         self._fingerprint = model_fingerprint(spec.model, args.revision)
         self.renderer = Renderer(args, spec.model, self.tokenizer)
+        self.stats: dict[str, int] = {}  # decode steps and prompt-lookup drafts, summed over batches
 
     # -- interface -------------------------------------------------------------------
     def fingerprint(self) -> str:
@@ -179,115 +180,15 @@ class TransformersBackend(Backend):
             size = fit
 
     def _decode_batch(self, batch: list[Job]) -> list[tuple[str, int, str]]:
-        """Left-padded batched decoding with per-row stopping; results in batch order."""
-        a = self.args
-        dev = self.device
-        n = len(batch)
-        width = max(len(r.ids) for r in batch)
-        input_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((n, width), dtype=torch.long)
-        for j, r in enumerate(batch):
-            input_ids[j, width - len(r.ids):] = torch.tensor(r.ids, dtype=torch.long)
-            mask[j, width - len(r.ids):] = 1
-        input_ids, mask = input_ids.to(dev), mask.to(dev)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        row_seeds = [sample_seed(a.seed, *r.seed_key) for r in batch] if a.do_sample else None
-
-        tokens: list[list[int]] = [[] for _ in batch]
-        result: list[Optional[tuple[str, int, str]]] = [None] * n
-        active = list(range(n))  # batch index of each live row, in cache order
-        eos = torch.tensor(self.eos_ids or [-1], device=dev)
-        # a stop string of L characters spans at most 4L byte-level tokens: decoding that
-        # window of the newest tokens finds every stop that the newest token completes
-        window = {j: 4 * max((len(s) for s in r.watch), default=0) + 2 for j, r in enumerate(batch)}
-
-        out = self._forward(input_ids, mask, positions, None, prefill=True)
-        cache = out.past_key_values
-        next_pos = positions[:, -1:] + 1
-        logits = out.logits[:, -1, :]
-        step = 0
-        while True:
-            step += 1
-            nxt = self._choose(logits, [uniform(row_seeds[j], step - 1) for j in active] if row_seeds else None)
-            is_eos = torch.isin(nxt, eos).tolist()
-            nxt_list = nxt.tolist()
-            for k, j in enumerate(active):
-                tokens[j].append(nxt_list[k])
-            check = [k for k, j in enumerate(active) if batch[j].watch and not is_eos[k]]
-            tails = self.tokenizer.batch_decode([tokens[active[k]][-window[active[k]]:] for k in check],
-                                                skip_special_tokens=False) if check else []
-            has_stop = {k for k, tail in zip(check, tails) if self._ends(batch[active[k]], tail, tokens[active[k]])}
-            keep = []
-            for k, j in enumerate(active):
-                row = batch[j]
-                reason = None
-                if is_eos[k]:
-                    reason = "eos"
-                elif k in has_stop:
-                    reason = "stop"
-                if reason is None and len(tokens[j]) >= row.budget:
-                    reason = "length"
-                if reason is None:
-                    keep.append(k)
-                else:
-                    result[j] = (self.tokenizer.decode(tokens[j], skip_special_tokens=False),
-                                 len(tokens[j]), reason)
-            if not keep:
-                break
-            if len(keep) < len(active):
-                idx = torch.tensor(keep, device=dev)
-                cache.batch_select_indices(idx)
-                mask, next_pos, nxt = mask[idx], next_pos[idx], nxt[idx]
-                active = [active[k] for k in keep]
-            mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
-            out = self._forward(nxt[:, None], mask, next_pos, cache)
-            cache = out.past_key_values
-            next_pos = next_pos + 1
-            logits = out.logits[:, -1, :]
-        return result  # type: ignore[return-value]
-
-    def _ends(self, row: Job, tail: str, tokens: list[int]) -> bool:
-        """A stop string in the newest text ends a row; a free chat answer ends once its first
-        code block closes (the whole answer is decoded only when a fence is in sight)."""
-        if not any(s in tail for s in row.watch):
-            return False
-        return row.mode != "answer" or chat.answer_complete(self.tokenizer.decode(tokens, skip_special_tokens=False))
-
-    def _forward(self, input_ids, mask, positions, cache, prefill=False):
-        kwargs = dict(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                      past_key_values=cache, use_cache=True)
-        if prefill:
-            try:
-                return self.model(**kwargs, logits_to_keep=1)
-            except TypeError:  # older or remote-code models
-                pass
-        return self.model(**kwargs)
-
-    def _choose(self, logits: torch.Tensor, uniforms) -> torch.Tensor:
-        a = self.args
-        if not a.do_sample:
-            return logits.argmax(dim=-1)
-        logits = logits.float()
-        if a.temperature and a.temperature != 1.0:
-            logits = logits / a.temperature
-        if a.top_k and a.top_k > 0:
-            k = min(a.top_k, logits.shape[-1])
-            kth = torch.topk(logits, k, dim=-1).values[..., -1, None]
-            logits = logits.masked_fill(logits < kth, float("-inf"))
-        if a.top_p is not None and a.top_p < 1.0:
-            # transformers' TopPLogitsWarper: drop the tokens whose cumulative probability
-            # (ascending) stays within 1 - top_p, always keeping the most likely one
-            sorted_logits, sorted_idx = torch.sort(logits, descending=False, dim=-1)
-            cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
-            remove = cum <= (1 - a.top_p)
-            remove[..., -1:] = False
-            logits = logits.masked_fill(remove.scatter(1, sorted_idx, remove), float("-inf"))
-        # inverse-CDF sampling with one counter-based uniform per row (exact, and the draw
-        # of a row never depends on the other rows of the batch)
-        cum = logits.softmax(dim=-1).double().cumsum(dim=-1)
-        u = torch.tensor(uniforms, dtype=cum.dtype, device=cum.device)[:, None] * cum[:, -1:]
-        idx = torch.searchsorted(cum, u, right=True).squeeze(1)
-        return idx.clamp_(max=logits.shape[-1] - 1)
+        """Left-padded batched decoding with per-row stopping (codeeval/generation/decoder.py)."""
+        decoder = BatchDecoder(self.model, self.tokenizer, self.args, self.device, self.eos_ids, self.pad_id,
+                               draft_tokens=int(self.options.get("prompt_lookup", 10)),
+                               step_tokens=int(self.options.get("step_tokens", 48)))
+        try:
+            return decoder.decode(batch)
+        finally:
+            for key, value in decoder.stats.items():
+                self.stats[key] = self.stats.get(key, 0) + value
 
     def close(self) -> None:
         self.model = None
