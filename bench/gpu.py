@@ -71,11 +71,11 @@ def saved_random_model(arch: str, tokenizer_dir: str, dtype, out: Path, device: 
     return out
 
 
-def backend_of(kind: str, model_dir: str, precision: str, max_new: int, device: str):
+def backend_of(kind: str, model_dir: str, precision: str, max_new: int, device: str, options=()):
     from codeeval.generation import BackendSpec, GenerationArgs, backend_class
 
     args = GenerationArgs(do_sample=False, max_new_tokens=max_new, precision=precision)
-    return backend_class(kind)(BackendSpec(kind, model_dir, args, device=device))
+    return backend_class(kind)(BackendSpec(kind, model_dir, args, device=device, options=tuple(options)))
 
 
 def sync() -> None:
@@ -140,6 +140,8 @@ def main(argv=None) -> int:
     ap.add_argument("--problems", type=int, default=16)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--prompt-lookup", type=int, default=None, help="the transformers backend's draft tokens "
+                    "(backend option prompt_lookup; default: the backend's own)")
     ns = ap.parse_args(argv)
     if ns.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("bench/gpu.py: no CUDA device (--device cpu for a dry run)")
@@ -157,7 +159,8 @@ def main(argv=None) -> int:
           f"{len(items)} HumanEval prompts, {ns.max_new_tokens} new tokens each", flush=True)
 
     reference = hf_reference(model_dir, dtype, items, ns.max_new_tokens, ns.device)
-    ours = backend_of("transformers", model_dir, ns.precision, ns.max_new_tokens, ns.device)
+    options = [] if ns.prompt_lookup is None else [("prompt_lookup", str(ns.prompt_lookup))]
+    ours = backend_of("transformers", model_dir, ns.precision, ns.max_new_tokens, ns.device, options)
     weight_bytes = sum(p.numel() * p.element_size() for p in ours.model.parameters())
     texts, _ = generate(ours, items, ns.max_new_tokens)
     identical = {"transformers": same("transformers (one batch)", texts, reference, items)}

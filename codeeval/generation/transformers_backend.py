@@ -54,6 +54,9 @@ def default_device(spec_device: Optional[str]) -> torch.device:
     return torch.device("cpu")
 
 
+DRAFT_TOKENS = 10  # prompt-lookup draft tokens a row may propose per step, on a CPU (option prompt_lookup)
+
+
 class TransformersBackend(Backend):
     name = "transformers"
 
@@ -179,10 +182,16 @@ class TransformersBackend(Backend):
                 return size
             size = fit
 
+    def _default_drafts(self) -> int:
+        """Prompt lookup pays on a CPU, where each scored position costs compute. On a GPU a step
+        costs its launches, not its positions: drafts halved a batch of 16's tokens/s and, in
+        bf16, changed greedy output (docs/generation.md, bench/gpu.py)."""
+        return DRAFT_TOKENS if self.device.type == "cpu" else 0
+
     def _decode_batch(self, batch: list[Job]) -> list[tuple[str, int, str]]:
         """Left-padded batched decoding with per-row stopping (codeeval/generation/decoder.py)."""
         decoder = BatchDecoder(self.model, self.tokenizer, self.args, self.device, self.eos_ids, self.pad_id,
-                               draft_tokens=int(self.options.get("prompt_lookup", 10)),
+                               draft_tokens=int(self.options.get("prompt_lookup", self._default_drafts())),
                                step_tokens=int(self.options.get("step_tokens", 48)))
         try:
             return decoder.decode(batch)
