@@ -4,6 +4,7 @@ Bad input exits with code 2 and one line on stderr, before Prefect starts.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -41,34 +42,23 @@ def run(config, phases: Phases) -> Optional[dict]:
     from codeeval.core import hub
 
     with prefect_api.api_for_run() as server, hub.offline_for_this_run():
-        from codeeval.pipeline.plan import check
-        from codeeval.preflight import check_model, check_outputs, check_sandbox, plan_task
-
-        phases.mark("imports")
-        check(config)
-        check_outputs(config)
-        if config.backend_kind in ("transformers", "vllm") or not config.data_dir:
-            hub.go_offline_if_unreachable()  # before huggingface_hub loads: no retries offline
-        check_model(config)
-        check_sandbox(config)
-        phases.mark("checks")
-        plans = [plan_task(config, name) for name in config.tasks]  # loads data, validates k, generations
-        phases.mark("data")
-        from codeeval.flows.evaluate import evaluate
-
-        phases.mark("prefect import")
         from codeeval.executors.pool import POOL
 
         try:
-            if server is not None:
-                if any(plan.spec.executes for plan in plans) and not config.generation_only:
-                    from codeeval.pipeline.plan import sandbox_spec
+            with contextlib.ExitStack() as settings:
+                with memory.gc_paused():  # the imports and checks make no cyclic garbage (core/memory.py)
+                    plans = _prepare(config, phases)
+                    settings.enter_context(prefect_api.run_settings(server))  # while the server boots
+                    if server is not None:
+                        prefect_api.warm_up()  # what the flow imports, meanwhile too
+                        _wait_ready(server)
+                    if any(plan.spec.executes for plan in plans) and not config.generation_only:
+                        from codeeval.pipeline.plan import sandbox_spec
 
-                    POOL.prestart(sandbox_spec(config))  # the sandbox's containers start meanwhile too
-                prefect_api.warm_up()  # what the flow imports, while the server still boots
-                _wait_ready(server)
-            phases.mark("prefect start")
-            with prefect_api.run_settings(server):
+                        POOL.prestart(sandbox_spec(config))  # its containers start while the flow begins
+                phases.mark("prefect start")
+                from codeeval.flows.evaluate import evaluate
+
                 try:
                     results = evaluate(config)
                 except OSError as exc:  # problems.parquet, run.json or results.json did not fit
@@ -79,6 +69,28 @@ def run(config, phases: Phases) -> Optional[dict]:
             return results
         finally:
             POOL.close()
+
+
+def _prepare(config, phases: Phases) -> list:
+    """Flags, outputs, model, sandbox and data checked, the flow module imported: the plans."""
+    from codeeval.core import hub
+    from codeeval.pipeline.plan import check
+    from codeeval.preflight import check_model, check_outputs, check_sandbox, plan_task
+
+    phases.mark("imports")
+    check(config)
+    check_outputs(config)
+    if config.backend_kind in ("transformers", "vllm") or not config.data_dir:
+        hub.go_offline_if_unreachable()  # before huggingface_hub loads: no retries offline
+    check_model(config)
+    check_sandbox(config)
+    phases.mark("checks")
+    plans = [plan_task(config, name) for name in config.tasks]  # loads data, validates k, generations
+    phases.mark("data")
+    import codeeval.flows.evaluate  # noqa: F401 - Prefect and the flow, while the server boots
+
+    phases.mark("prefect import")
+    return plans
 
 
 def _wait_ready(server) -> None:
