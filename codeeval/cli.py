@@ -4,7 +4,6 @@ Bad input exits with code 2 and one line on stderr, before Prefect starts.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -45,10 +44,10 @@ def run(config, phases: Phases) -> Optional[dict]:
         from codeeval.executors.pool import POOL
 
         try:
-            with contextlib.ExitStack() as settings:
-                with memory.gc_paused():  # the imports and checks make no cyclic garbage (core/memory.py)
-                    plans = _prepare(config, phases)
-                    settings.enter_context(prefect_api.run_settings(server))  # while the server boots
+            with memory.gc_paused():  # the imports and checks make no cyclic garbage (core/memory.py)
+                plans = _prepare(config, phases)
+            with prefect_api.run_settings(server):  # set while the server boots
+                with memory.gc_paused():
                     if server is not None:
                         prefect_api.warm_up()  # what the flow imports, meanwhile too
                         _wait_ready(server)

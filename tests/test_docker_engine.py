@@ -120,6 +120,14 @@ def test_another_engine_address_and_losing_it_mid_run(image, proxy, monkeypatch)
         assert proxy.connections >= 3  # the API calls and both containers' streams went through it
         assert len(our_containers(sandbox_id=sb.id)) == 2
         proxy.close()  # the engine's host is gone: streams cut, no new connection possible
+        # the running containers still answer on their sockets (docker_channel.py) ...
+        _check(sb.run(PROGRAMS))
+        local = docker.APIClient(base_url=f"unix://{LOCAL}")
+        try:  # ... until they die (asked at the local engine, not DOCKER_HOST's): none can replace them
+            for name in our_containers(sandbox_id=sb.id):
+                local.kill(name.lstrip("/"))
+        finally:
+            local.close()
         started = time.monotonic()
         with pytest.raises(ds.SandboxUnavailable) as failure:
             sb.run([Program(f"p{i}", "pass") for i in range(20)])
@@ -128,7 +136,7 @@ def test_another_engine_address_and_losing_it_mid_run(image, proxy, monkeypatch)
         assert "\n" not in message and proxy.path in message and "failed to start" in message, message
     finally:
         sb.close()
-    # the engine closed the containers' stdin when their streams were cut: they removed themselves
+    # killed, they were removed by the engine itself (auto-remove)
     deadline = time.monotonic() + 15
     while our_containers(sandbox_id=sb.id) and time.monotonic() < deadline:
         time.sleep(0.2)

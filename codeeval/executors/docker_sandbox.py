@@ -85,6 +85,9 @@ class DockerSandbox(Sandbox):
         except images.RuntimeUnavailable as exc:
             raise SandboxUnavailable(str(exc)) from None
         scratch = "rw,exec,nosuid,nodev" if compiled else "rw,noexec,nosuid,nodev"
+        # Modules the server imports at start. The plain Python image warms none: its programs
+        # are mostly stdlib, and a harness's `preimport` (numpy) is warmed on first use.
+        self.warm: tuple[str, ...] = () if runtime == "python" else ("numpy",)
         self.owner = _owner_id()
         self.id = uuid.uuid4().hex[:12]  # label value of this sandbox's containers
         self.client = engine.connect(pool=self.n_workers + 4)  # one attached stream per container

@@ -1,16 +1,18 @@
 """One sandbox container and the host side of docker_server.py's protocol: length-prefixed
-JSON requests on its stdin, answers on its stdout, each read against a deadline."""
+JSON requests and answers on a Unix socket (docker_channel.py; on a remote engine, its stdin
+and stdout), each answer read against a deadline."""
 from __future__ import annotations
 
 import base64
 import json
 import os
 import select
+import socket
 import struct
 import time
 import uuid
 
-from codeeval.executors import cputime
+from codeeval.executors import cputime, docker_channel
 from codeeval.executors.attached import Attached, StartFailed
 from codeeval.executors.base import Program, Sandbox, rlimit_spec, safe_name
 from codeeval.executors.owners import LABEL, OWNER_LABEL
@@ -36,25 +38,43 @@ class _Worker:
         self.sandbox = sandbox
         self.name = f"codeeval-{os.getpid()}-{uuid.uuid4().hex[:8]}-{slot}"
         uid = FIRST_UID + slot % N_UIDS
+        listener = docker_channel.Listener() if docker_channel.local_engine() else None
+        channel = ["--channel", docker_channel.SOCKET] if listener else []
+        self.conn = None  # the server's socket (docker_channel.py), else its stdin and stdout
         try:
             self.container = Attached(
-                sandbox.client, sandbox.image, ["python3", "-I", SERVER],
+                sandbox.client, sandbox.image, ["python3", "-I", SERVER, *channel, *sandbox.warm],
                 ["--label", f"{LABEL}={sandbox.id}", "--label", f"{OWNER_LABEL}={sandbox.owner}",
-                 *sandbox.run_flags, "--user", f"{uid}:{uid}"], self.name)
+                 *sandbox.run_flags, *(listener.flags if listener else []), "--user", f"{uid}:{uid}"], self.name)
         except StartFailed as exc:
+            if listener is not None:
+                listener.close()
             raise NotStarted(str(exc)) from None
-        self.rfd = self.container.stdout_fd
         try:
-            hello = self._receive(time.monotonic() + sandbox.container.start_timeout_s)
-            if not hello.get("ready"):
-                raise NotStarted(f"unexpected greeting {hello!r}")
-            self.hello = hello  # the server's pid, uid, python and CPU clock
+            self.hello = self._greeting(listener, uid, time.monotonic() + sandbox.container.start_timeout_s)
         except WorkerDied as exc:
             self.stop()
             raise NotStarted(str(exc)) from None
         except BaseException:
             self.stop()
             raise
+
+    def _greeting(self, listener, uid: int, deadline: float) -> dict:
+        """The server's hello (its pid, uid, python and CPU clock), on its socket if it connects."""
+        self.rfd = self.container.stdout_fd
+        if listener is not None:
+            try:
+                self.conn = listener.accept(uid, self.rfd, deadline)
+            except (TimeoutError, PermissionError) as exc:
+                raise WorkerDied(f"{exc}; {self.diagnosis()}") from None
+            finally:
+                listener.close()
+            if self.conn is not None:
+                self.rfd = self.conn.fileno()
+        hello = self._receive(deadline)
+        if not hello.get("ready"):
+            raise WorkerDied(f"unexpected greeting {hello!r}")
+        return hello
 
     def send(self, program: Program) -> None:
         """Queue a program (the server runs its requests one at a time, in order)."""
@@ -71,8 +91,12 @@ class _Worker:
             "files": {safe_name(n): base64.b64encode(d).decode() for n, d in program.files.items()},
         }
         body = json.dumps(request).encode()
+        frame = struct.pack(">I", len(body)) + body
         try:
-            self.container.write(struct.pack(">I", len(body)) + body)
+            if self.conn is not None:
+                self.conn.sendall(frame)
+            else:
+                self.container.write(frame)
         except (OSError, ValueError, AttributeError) as exc:
             raise WorkerDied(f"cannot send to the container: {exc}; {self.diagnosis()}") from None
 
@@ -117,6 +141,13 @@ class _Worker:
         return f"{self.name}: {self.container.state()}" + (f"; stderr: {err}" if err else "")
 
     def stop(self) -> None:
-        """Close the container's stdin (the server exits, auto-remove deletes it) and make sure it is gone."""
+        """Hang up (the server exits, auto-remove deletes the container) and make sure it is gone."""
+        if self.conn is not None:  # shut down, not closed yet: a thread may be select()ing on it
+            try:
+                self.conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         self.container.close_stdin()
         self.container.remove()
+        if self.conn is not None:
+            self.conn.close()

@@ -76,7 +76,8 @@ def sweep_stale(client) -> list[str]:
 
 
 def remove(api, name: str) -> None:
-    """Force-remove a container; one already gone, or being removed by auto-remove, is fine."""
+    """Force-remove a container and return once it is gone; one already gone is fine, one that
+    auto-remove is removing already is waited for (it was still listed for a moment under load)."""
     try:
         api.remove_container(name, force=True)
     except docker.errors.NotFound:
@@ -84,6 +85,7 @@ def remove(api, name: str) -> None:
     except docker.errors.APIError as exc:
         if exc.status_code != 409:  # 409: removal already in progress
             raise
+        _wait_removed(api, [name])
 
 
 def _wait_removed(api, names: list[str], seconds: float = 10.0) -> None:
