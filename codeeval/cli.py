@@ -50,11 +50,14 @@ def run(config, phases: Phases) -> Optional[dict]:
                 with memory.gc_paused():
                     if server is not None:
                         prefect_api.warm_up()  # what the flow imports, meanwhile too
-                        _wait_ready(server)
                     if any(plan.spec.executes for plan in plans) and not config.generation_only:
                         from codeeval.pipeline.plan import sandbox_spec
 
-                        POOL.prestart(sandbox_spec(config))  # its containers start while the flow begins
+                        # the containers start on the core this process leaves idle while it waits
+                        # (started earlier, they slowed the server's boot: docs/architecture.md)
+                        POOL.prestart(sandbox_spec(config))
+                    if server is not None:
+                        _wait_ready(server)
                 phases.mark("prefect start")
                 from codeeval.flows.evaluate import evaluate
 
