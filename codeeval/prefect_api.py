@@ -4,8 +4,10 @@ Without PREFECT_API_URL, Prefect starts a temporary ("ephemeral") server subproc
 use and stops it from an atexit hook, so a SIGKILLed run leaves it behind
 (../shared/notes/prefect.md). The CLI starts the same server itself instead: first thing, so
 that it boots on the other core while the CLI imports and checks, with a parent-death signal
-(SIGKILL) so that it dies with the CLI however the CLI ends. A configured server (the
-environment's PREFECT_API_URL, or the active Prefect profile's) is reused as it is.
+(SIGKILL) so that it dies with the CLI if the CLI is killed. At the CLI's end it is told to
+stop and detaches: it writes the run's last events and exits by itself, within
+SHUTDOWN_LIMIT_S. A configured server (the environment's PREFECT_API_URL, or the active
+Prefect profile's) is reused as it is.
 
 The server is the long pole of a command's fixed cost (docs/architecture.md), so it boots lean:
 the CLI binds its socket (no port to race for, and the first request queues in the kernel until
