@@ -49,11 +49,11 @@ def test_a_remote_engine_speaks_on_stdin_and_stdout(image, monkeypatch):
 
 
 def test_a_peer_of_another_uid_is_refused():
-    listener = docker_channel.Listener()  # under the system's temporary directory, as in a run
-    path = os.path.join(listener.dir, "sock")
-    connect = ("import os, socket, sys, time; os.setgid(12345); os.setuid(12345); "
-               "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(5)")
-    stranger = subprocess.Popen([sys.executable, "-c", connect, path])
+    listener = docker_channel.Listener()
+    # it enters the directory first: TMPDIR's parents may be closed to other uids (a CI clone's are)
+    connect = ("import os, socket, sys, time; os.chdir(sys.argv[1]); os.setgid(12345); os.setuid(12345); "
+               "s = socket.socket(socket.AF_UNIX); s.connect('sock'); time.sleep(5)")
+    stranger = subprocess.Popen([sys.executable, "-c", connect, listener.dir])
     read_end, write_end = os.pipe()
     try:
         with pytest.raises(PermissionError, match="uid 12345"):
