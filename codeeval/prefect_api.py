@@ -34,6 +34,8 @@ from typing import Iterator, Optional
 
 import tomllib
 
+from codeeval.core.processes import PRIVATE_API_ENV
+
 PR_SET_PDEATHSIG = 1
 SHUTDOWN_LIMIT_S = 10  # a stopping server that has not exited by then is killed (SIGALRM)
 
@@ -149,6 +151,7 @@ def api_for_run() -> Iterator[Optional[TemporaryServer]]:
     if not configured_url():
         server = TemporaryServer().start()
         os.environ["PREFECT_API_URL"] = server.url
+        os.environ[PRIVATE_API_ENV] = "1"  # its slots' holders are all of this host (tasks/slot_holders.py)
     try:
         yield server
     finally:
@@ -156,6 +159,7 @@ def api_for_run() -> Iterator[Optional[TemporaryServer]]:
             drain()
             server.stop()
             os.environ.pop("PREFECT_API_URL", None)
+            os.environ.pop(PRIVATE_API_ENV, None)
 
 
 # Modules a flow run imports on its way (measured: ~480 modules, over a second on 2 cores)

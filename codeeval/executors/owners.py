@@ -13,30 +13,16 @@ import time
 
 import docker.errors
 
+from codeeval.core.processes import boot_id, start_time
+
 LABEL = "codeeval.sandbox"
 OWNER_LABEL = "codeeval.owner"
-
-
-def boot_id() -> str:
-    """This boot of this host (a pid recorded before a reboot names nothing now)."""
-    try:
-        return open("/proc/sys/kernel/random/boot_id").read().strip()
-    except OSError:
-        return "unknown"
 
 
 def _owner_id(pid: int | None = None) -> str:
     """host/boot/pid/start-time of a process: unique even when pids are reused."""
     pid = pid or os.getpid()
-    return f"{socket.gethostname()}/{boot_id()[:8]}/{pid}/{_start_time(pid)}"
-
-
-def _start_time(pid: int) -> str:
-    try:
-        stat = open(f"/proc/{pid}/stat").read()
-        return stat.rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return "?"
+    return f"{socket.gethostname()}/{boot_id()[:8]}/{pid}/{start_time(pid) or '?'}"
 
 
 def _owner_alive(owner: str) -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 from codeeval.core import artifacts
+from codeeval.pipeline import waits
 
 SHOWN = 20  # failing samples listed per shard; the Parquet file has them all
 TAIL_LINES = 3
@@ -210,6 +211,8 @@ def run_report(root: Path) -> tuple[str, int]:
         parts.append(f"## {name}: {len(gens)} generation and {len(execs)} execution shards written, "
                      f"{len(errors)} failed shards, {failed_samples} failing samples, {scored}")
         parts.append("")
+        if waiting := waits.report_lines(task_dir):
+            parts += ["Waiting for a slot:", *waiting, ""]
         for path in errors:
             failed_shards += 1
             parts += ["#" + error_markdown(json.loads(path.read_text(encoding="utf-8"))), ""]

@@ -26,7 +26,7 @@ from codeeval.core.progress import progress_bar
 from codeeval.executors import SandboxSpec
 from codeeval.executors.pool import POOL
 from codeeval.generation import BackendSpec, open_backend
-from codeeval.pipeline import failures
+from codeeval.pipeline import failures, waits
 from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.execute import execute_rows
 from codeeval.pipeline.generate import generate_rows
@@ -91,11 +91,20 @@ def _skipped(upstream: list) -> "Completed | None":
     return Completed(name=SKIPPED, data=NotRun(why), message=f"not run: an upstream shard failed ({why})")
 
 
+def _run_root(out_path: str) -> Path:
+    """The run's directory of a shard file `<run>/<task>/<stage>s/shard-NNNNN.parquet`."""
+    return Path(out_path).parent.parent.parent
+
+
+def _shard_number(out_path: str) -> int:
+    return int(Path(out_path).stem.rsplit("-", 1)[1])
+
+
 def _run_name(name: str, stage: str, out_path: str) -> str:
     """The task run's name as the flow gives it (`generate-humaneval-shard-003`)."""
     from prefect.runtime import task_run
 
-    return task_run.name or f"{stage}-{name}-shard-{int(Path(out_path).stem.rsplit('-', 1)[1]):03d}"
+    return task_run.name or f"{stage}-{name}-shard-{_shard_number(out_path):03d}"
 
 
 class _Forward(logging.Handler):
@@ -127,9 +136,7 @@ def _reported(name: str, stage: str, out_path: str, run_id: str, samples, inputs
     """A raising shard leaves an error record beside the run's files (its root cause and the last
     warning logged before it) and a markdown artifact on its task run (the same text `codeeval
     inspect` prints); a success clears the record."""
-    out = Path(out_path)
-    shard = int(out.stem.rsplit("-", 1)[1])
-    path = failures.error_path(out.parent.parent.parent, name, stage, shard)
+    path = failures.error_path(_run_root(out_path), name, stage, _shard_number(out_path))
     with failures.decisive_log() as warnings, _to_run_log():
         try:
             yield
@@ -198,7 +205,9 @@ def execute_shard(name: str, problems_path: str, generations_path: str, sandbox:
         problems, _ = read_problems(Path(problems_path))
         box = POOL.get(replace(sandbox, runtime=task_spec.execution.runtime))  # the task's image
         mine = {g["task_id"] for g in generations}
-        with slots.held(task_spec.execution.lock_keys([p for p in problems if p.task_id in mine])), \
+        wait_record = waits.wait_path(_run_root(out_path), name, "execute", _shard_number(out_path))
+        with slots.held(task_spec.execution.lock_keys([p for p in problems if p.task_id in mine]),
+                        run=_run_name(name, "execute", out_path), wait_record=wait_record), \
                 progress_bar(len(generations), f"execute {name} {Path(out_path).stem}") as advance:
             rows = execute_rows(task_spec, problems, generations, box, advance)
         artifacts.write_table(Path(out_path), rows, artifacts.EXECUTIONS_SCHEMA, key=key)

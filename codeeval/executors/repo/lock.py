@@ -16,8 +16,16 @@ from pathlib import Path
 from typing import Iterator
 
 
+PREFIX = "repo:"
+
+
 def limit_name(project_path: str) -> str:
-    return "repo:" + project_path.strip("/").replace("/", ":")
+    return PREFIX + project_path.strip("/").replace("/", ":")
+
+
+def describe_limit(name: str) -> str:
+    """What a limit guards, in words: `repository Utilities/boltons` for `repo:Utilities:boltons`."""
+    return f"repository {name[len(PREFIX):].replace(':', '/')}" if name.startswith(PREFIX) else name
 
 
 @contextmanager
