@@ -31,6 +31,17 @@ STOP_S = 10.0  # a worker stops within this long of SIGTERM (docs/deployment.md)
 ERROR_LINE = re.compile(r"\|\s*ERROR\s*\||^Traceback \(most recent call last\)|database is locked", re.M)
 
 
+def credential(prefect_home: Path) -> str:
+    """The API credential scripts/prefect-server.sh made (owner-only file in PREFECT_HOME)."""
+    path = prefect_home / "api-credential"
+    assert path.stat().st_mode & 0o077 == 0, f"{path} is readable by others"
+    return path.read_text().strip()
+
+
+def basic_auth(auth_string: str) -> str:
+    return "Basic " + base64.b64encode(auth_string.encode()).decode()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -74,10 +85,19 @@ class Server:
         return subprocess.run([PREFECT, *args], env=self.env, cwd=self.project, capture_output=True, text=True,
                               timeout=timeout)
 
+    def authorize(self) -> str:
+        """Carry the credential the server made at its first start (scripts/prefect-server.sh), as a
+        team member does: every client, worker and `prefect` command of the test then has it."""
+        self.env["PREFECT_API_AUTH_STRING"] = credential(Path(self.env["PREFECT_HOME"]))
+        return self.env["PREFECT_API_AUTH_STRING"]
+
     def api(self, path: str, body: dict | None = None, method: str = "POST"):
+        headers = {"Content-Type": "application/json"}
+        if self.env.get("PREFECT_API_AUTH_STRING"):
+            headers["Authorization"] = basic_auth(self.env["PREFECT_API_AUTH_STRING"])
         request = urllib.request.Request(self.env["PREFECT_API_URL"] + path, method=method,
                                          data=json.dumps(body).encode() if body is not None else None,
-                                         headers={"Content-Type": "application/json"})
+                                         headers=headers)
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read() or b"null")
 
@@ -91,6 +111,15 @@ class Server:
             assert made.returncode == 0, made.stdout + made.stderr
         deployed = self.cli("--no-prompt", "deploy", "--all")
         assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+
+    def kill_all(self) -> None:
+        """SIGKILL to the process group of everything the test started, then reap it."""
+        for proc in self.procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
 
     def log_errors(self) -> list[str]:
         text = (self.tmp / "server.log").read_text(errors="replace")
@@ -137,8 +166,15 @@ def copy_checkout(project: Path) -> None:
                                                                  ".prefect", "leaderboard", ".postgres"))
     (project / ".cache").mkdir()
     models = REPO / ".cache" / "models"
-    if models.is_dir():
-        (project / ".cache" / "models").symlink_to(models)
+    if models.is_dir():  # hard links, not a link to the checkout: a worker's data root holds them itself
+        shutil.copytree(models, project / ".cache" / "models", copy_function=_link_or_copy)
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system
+        shutil.copy2(source, target)
 
 
 def keep_screenshot(path: Path) -> None:
@@ -156,21 +192,39 @@ def chromium_page(url: str, tmp: Path, name: str) -> str:
     return subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=180).stdout
 
 
-def chromium_click(url: str, tab: str, tmp: Path, name: str) -> str:
-    """The page after a click on the element whose text is `tab` (the Prefect UI ignores a
-    ?tab= in the address), through Chromium's DevTools protocol; its text, and a screenshot kept."""
+class Page:
+    """One page of a headless Chromium, driven through its DevTools protocol."""
+
+    def __init__(self, ws, tmp: Path):
+        self.ws, self.tmp, self.ids = ws, tmp, iter(range(1, 10 ** 6))
+
+    async def call(self, method: str, **params) -> dict:
+        n = next(self.ids)
+        await self.ws.send(json.dumps({"id": n, "method": method, "params": params}))
+        while (message := json.loads(await self.ws.recv())).get("id") != n:
+            pass
+        return message.get("result", {})
+
+    async def evaluate(self, expression: str):
+        return (await self.call("Runtime.evaluate", expression=expression, returnByValue=True))["result"].get("value")
+
+    async def screenshot(self, name: str) -> None:
+        """Kept beside the test's files and in SCREENSHOTS."""
+        (self.tmp / name).write_bytes(base64.b64decode((await self.call("Page.captureScreenshot", format="png"))["data"]))
+        keep_screenshot(self.tmp / name)
+
+
+def with_page(tmp: Path, profile: str, drive):
+    """Start headless Chromium, run `await drive(page)` on its page, stop it; drive's result."""
     import websockets
 
     port = free_port()
     proc = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                             f"--user-data-dir={tmp / 'chromium-cdp'}", f"--remote-debugging-port={port}",
+                             f"--user-data-dir={tmp / profile}", f"--remote-debugging-port={port}",
                              "--window-size=1400,1000", "about:blank"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    click = ("(() => { const el = [...document.querySelectorAll('button, a, [role=tab], li, div')].reverse()"
-             f".find(e => e.textContent.trim() === {json.dumps(tab)}); if (el) {{ el.click(); return true; }}"
-             " return false; })()")
 
-    async def drive() -> str:
+    async def connect():
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -181,31 +235,30 @@ def chromium_click(url: str, tab: str, tmp: Path, name: str) -> str:
                 await asyncio.sleep(0.3)
         (page,) = [p for p in pages if p["type"] == "page"][:1]
         async with websockets.connect(page["webSocketDebuggerUrl"], max_size=64 << 20) as ws:
-            ids = iter(range(1, 10 ** 6))
-
-            async def call(method: str, **params) -> dict:
-                n = next(ids)
-                await ws.send(json.dumps({"id": n, "method": method, "params": params}))
-                while (message := json.loads(await ws.recv())).get("id") != n:
-                    pass
-                return message.get("result", {})
-
-            async def evaluate(expression: str):
-                return (await call("Runtime.evaluate", expression=expression, returnByValue=True))["result"].get("value")
-
-            await call("Page.navigate", url=url)
-            for _ in range(120):
-                await asyncio.sleep(0.5)
-                if await evaluate(click):
-                    break
-            await asyncio.sleep(5)  # the tab's content loads from the API
-            (tmp / name).write_bytes(base64.b64decode((await call("Page.captureScreenshot", format="png"))["data"]))
-            return await evaluate("document.body.innerText")
+            return await drive(Page(ws, tmp))
 
     try:
-        text = asyncio.run(drive())
+        return asyncio.run(connect())
     finally:
         proc.kill()
         proc.wait()
-    keep_screenshot(tmp / name)
-    return text
+
+
+def chromium_click(url: str, tab: str, tmp: Path, name: str) -> str:
+    """The page after a click on the element whose text is `tab` (the Prefect UI ignores a
+    ?tab= in the address), through Chromium's DevTools protocol; its text, and a screenshot kept."""
+    click = ("(() => { const el = [...document.querySelectorAll('button, a, [role=tab], li, div')].reverse()"
+             f".find(e => e.textContent.trim() === {json.dumps(tab)}); if (el) {{ el.click(); return true; }}"
+             " return false; })()")
+
+    async def drive(page: Page) -> str:
+        await page.call("Page.navigate", url=url)
+        for _ in range(120):
+            await asyncio.sleep(0.5)
+            if await page.evaluate(click):
+                break
+        await asyncio.sleep(5)  # the tab's content loads from the API
+        await page.screenshot(name)
+        return await page.evaluate("document.body.innerText")
+
+    return with_page(tmp, "chromium-cdp", drive)

@@ -43,6 +43,10 @@ def server(request, tmp_path):
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PORT": str(port),
            "PUBLIC_URL": f"http://127.0.0.1:{port}", "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
            "PYTHON": sys.executable, "CODEEVAL_CHECKOUT": str(project),
+           # the workers' policy (docs/security.md): runs write under the test's directory, read the
+           # checkout and ../shared's data, and may use the local sandbox (these tests ask for it)
+           "CODEEVAL_STORAGE": str(tmp_path), "CODEEVAL_DATA_ROOTS": f"{project}:{REPO.parent / 'shared' / 'data'}",
+           "CODEEVAL_WORKER_ALLOW": "local-executor",
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "PREFECT_WORKER_QUERY_SECONDS": "2",
            "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5", "COLUMNS": "250"}
     stop_db = None
@@ -53,6 +57,7 @@ def server(request, tmp_path):
     try:
         srv.start(str(project / "scripts" / "prefect-server.sh"), log="server.log")
         wait_http(f"http://127.0.0.1:{port}/api/health", 180, tmp_path / "server.log")
+        srv.authorize()
         yield srv
         took = srv.stop_workers()
         slow = {log: round(s, 1) for log, s in took.items() if s > STOP_S}
@@ -60,12 +65,7 @@ def server(request, tmp_path):
         errors = srv.log_errors()
         assert not errors, f"the {database} server logged errors:\n" + "\n".join(errors[:20])
     finally:
-        for proc in srv.procs:
-            try:
-                os.killpg(proc.pid, 9)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+        srv.kill_all()
         if stop_db:
             stop_db()
 
@@ -194,7 +194,7 @@ def test_the_nightly_schedule_fires_and_a_worker_completes_it_with_nobody_watchi
     assert run["work_pool_name"] == "cpu" and run["name"].startswith("nightly-tonight-")
     (shard,) = srv.flow_runs(name={"any_": ["generate-mbpp-shard-000"]})
     assert shard["work_pool_name"] == "gpu" and shard["state_type"] == "COMPLETED"
-    board = srv.project / "leaderboard"
+    board = srv.tmp / "leaderboard"  # a deployment's relative output paths are under the worker's storage
     assert (board / "index.html").is_file() and (board / "leaderboard.parquet").is_file()
     import pyarrow.parquet as pq
 
@@ -275,7 +275,7 @@ def test_the_laptop_path_of_the_deployment_docs_runs_as_written(tmp_path):
         except ProcessLookupError:
             pass
     assert code == 0 and "Flow run finished successfully" in out, out[-4000:]
-    board = project / "leaderboard"
+    board = project / "runs" / "leaderboard"  # the worker's storage: runs/ in its directory
     html = (board / "index.html").read_text()
     for model in ("reference", "SmolLM2-135M-Instruct", "replayed-example"):
         assert model in html

@@ -524,7 +524,7 @@ FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
 
 
 @pytest.fixture
-def team(tmp_path):
+def team(tmp_path, tmp_path_factory, data_dir):
     """scripts/prefect-server.sh on PostgreSQL (scripts/postgres.sh: the team path of
     docs/deployment.md) on a free port with its own PREFECT_HOME, prefect.yaml's pools and
     deployments, a gpu worker and a cpu worker, as tests/test_deployment.py starts them. Everything
@@ -538,7 +538,10 @@ def team(tmp_path):
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PORT": str(port),
            "PUBLIC_URL": f"http://127.0.0.1:{port}", "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
            "PYTHON": sys.executable, "CODEEVAL_CHECKOUT": str(project), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "DO_NOT_TRACK": "1", "PREFECT_WORKER_QUERY_SECONDS": "2", "COLUMNS": "250"}
+           "DO_NOT_TRACK": "1", "PREFECT_WORKER_QUERY_SECONDS": "2", "COLUMNS": "250",
+           # the workers' policy (docs/security.md): runs write under the test's directory and read
+           # ../shared's data and the saved generations the test wrote
+           "CODEEVAL_STORAGE": str(tmp_path), "CODEEVAL_DATA_ROOTS": f"{data_dir}:{tmp_path_factory.getbasetemp()}"}
     setting, stop_db = start_postgres(tmp_path)
     env.update(setting)
     srv = Server(env=env, tmp=tmp_path, project=project, database="postgresql")
@@ -548,18 +551,14 @@ def team(tmp_path):
     try:
         srv.server = srv.start(str(project / "scripts" / "prefect-server.sh"), log="server.log")
         wait_http(srv.health, 180, tmp_path / "server.log")
+        srv.authorize()
         srv.deploy()
         srv.start("worker", "start", "--pool", "gpu", "--limit", "1", log="worker-gpu.log")
         srv.start("worker", "start", "--pool", "cpu", log="worker-cpu.log")
         yield srv
         srv.stop_workers()
     finally:
-        for proc in srv.procs:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+        srv.kill_all()
         stop_db()
 
 

@@ -249,7 +249,7 @@ def test_on_a_team_server_a_killed_holder_delays_the_next_by_at_most_the_lease(t
     holder SIGKILLed while holding is freed by the next taker of its host at once (its record names
     its lease); one SIGKILLed before its record (or, alike, another host's) holds the next taker no
     longer than the lease, which the server's repossessor revokes. The server logs no error."""
-    from team_server import ERROR_LINE, free_port, start_postgres, wait_http
+    from team_server import ERROR_LINE, credential, free_port, start_postgres, wait_http
 
     port = free_port()
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PORT": str(port),
@@ -266,6 +266,7 @@ def test_on_a_team_server_a_killed_holder_delays_the_next_by_at_most_the_lease(t
                                   stdout=open(tmp_path / "server.log", "w"), stderr=subprocess.STDOUT,
                                   start_new_session=True)
         wait_http(f"http://127.0.0.1:{port}/api/health", 180, tmp_path / "server.log")
+        env["PREFECT_API_AUTH_STRING"] = credential(tmp_path / "prefect-home")
         waits = {}
         for moment in ("sigkill-while-held", "before-record"):
             first = hold(env, moment)

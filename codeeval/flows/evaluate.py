@@ -25,6 +25,7 @@ from codeeval.core.contracts import PlannedTask, Reuse
 from codeeval.core.errors import RunFailed
 from codeeval.core.fingerprint import code_version, digest
 from codeeval.executors.pool import POOL
+from codeeval.flows.guard import enforce, worker_policy
 from codeeval.flows.logs import explain_failures
 from codeeval.flows.stages import EXECUTE, GENERATE, StageFailed, remote_shard, use_deployments
 from codeeval.generation import backend_class, devices
@@ -32,6 +33,7 @@ from codeeval.generation.base import GenerationArgs
 from codeeval.pipeline import failures
 from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.plan import backend_spec, check, sandbox_spec
+from codeeval.pipeline.policy import config_request
 from codeeval.pipeline.problems import portable
 from codeeval.pipeline.publish import publish
 from codeeval.pipeline.summary import ShardFailure, failure_message, results_table, summary_line, summary_markdown
@@ -95,6 +97,9 @@ def _shard_failure(task: str, run_name: str, future, root: Path) -> ShardFailure
 @flow(name="evaluate", flow_run_name=_run_name, task_runner=ThreadPoolTaskRunner(max_workers=16))
 def evaluate(config: RunConfig) -> dict:
     try:
+        if (policy := worker_policy()) is not None:  # a deployment run: the worker decides (flows/guard.py)
+            config = policy.anchored(config)
+            enforce(policy, config_request(config), config.run_id)
         return _evaluate(config)
     finally:
         POOL.close()  # the run's sandboxes (every execution shard used them)

@@ -21,8 +21,10 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from codeeval.core import artifacts
 from codeeval.core.errors import RunFailed
 from codeeval.flows.evaluate import evaluate
+from codeeval.flows.guard import enforce, worker_policy
 from codeeval.pipeline import leaderboard_charts, leaderboard_html, leaderboard_paired, nightly
 from codeeval.pipeline.plan import check
+from codeeval.pipeline.policy import nightly_request
 
 
 def _run_name() -> str:
@@ -36,6 +38,9 @@ def _run_name() -> str:
 @flow(name="nightly-leaderboard", flow_run_name=_run_name)
 def nightly_leaderboard(models_file: str, output_dir: str = "leaderboard", runs_dir: str = "runs") -> dict:
     log = get_run_logger()
+    if (policy := worker_policy()) is not None:  # a deployment run: the worker decides (flows/guard.py)
+        output_dir, runs_dir = policy.output(output_dir), policy.output(runs_dir)
+        enforce(policy, nightly_request(models_file, output_dir, runs_dir), f"nightly-{Path(models_file).stem}")
     configs = nightly.load_models(Path(models_file), Path(runs_dir))
     for config in configs:
         check(config)  # every model's input errors before the first model runs for hours

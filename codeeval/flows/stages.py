@@ -22,8 +22,10 @@ from prefect.states import Completed
 from codeeval.core import artifacts, storage
 from codeeval.executors import SandboxSpec
 from codeeval.executors.pool import POOL
+from codeeval.flows.guard import enforce, from_deployment, worker_policy
 from codeeval.flows.logs import explain_failures
 from codeeval.generation import BackendSpec, devices
+from codeeval.pipeline.policy import shard_request
 from codeeval.tasks.shards import KEPT, _skipped, content_key, execute_shard, generate_shard
 
 GENERATE = "generate-shard/generate-shard"
@@ -62,15 +64,9 @@ def use_deployments(mode: str) -> bool:
     if mode in ("local", "deployments"):
         return mode == "deployments"
     from prefect.client.orchestration import get_client
-    from prefect.context import FlowRunContext
-    from prefect.runtime import deployment
 
-    context = FlowRunContext.get()
-    run = context.flow_run if context else None
-    if run is None or (run.deployment_id is None and run.parent_task_run_id is None):
-        return False  # a top-level run outside a deployment (`codeeval run`): no API call needed
-    if deployment.id is None:  # a subflow of a run outside any deployment (`codeeval nightly`)
-        return False  # (a deployment's subflows, the nightly's evaluate runs, inherit its deployment id)
+    if not from_deployment():  # `codeeval run` or `codeeval nightly`: no API call needed
+        return False
     with get_client(sync_client=True) as client:
         try:
             for name in (GENERATE, EXECUTE):
@@ -118,8 +114,10 @@ def generate_stage(run_name: str, name: str, problems_path: str, start: int, sto
                    out_path: str, cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0,
                    run_id: str = "") -> str:
     """One generation shard on this (gpu pool) host, on its first visible device."""
-    backend = devices.plan(backend, max_shards=1)[0]
     problems_path, out_path = storage.localize(problems_path), storage.localize(out_path)
+    enforce(worker_policy(), shard_request({"problems_path": problems_path, "out_path": out_path},
+                                           backend=backend, name=name), f"{run_name}-{run_id}")
+    backend = devices.plan(backend, max_shards=1)[0]
     return generate_shard.with_options(
         task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
         refresh_cache=not storage.fetch(Path(out_path)).exists(),
@@ -133,6 +131,8 @@ def execute_stage(run_name: str, name: str, problems_path: str, generations_path
     """One execution shard in this (cpu pool) host's sandbox (its Docker engine: DOCKER_HOST)."""
     problems_path, out_path = storage.localize(problems_path), storage.localize(out_path)
     generations_path = storage.localize(generations_path)
+    enforce(worker_policy(), shard_request({"problems_path": problems_path, "generations_path": generations_path,
+                                            "out_path": out_path}, sandbox=sandbox, name=name), f"{run_name}-{run_id}")
     try:
         return execute_shard.with_options(
             task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,

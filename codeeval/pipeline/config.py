@@ -5,10 +5,21 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
+
+from pydantic import Field
 
 from codeeval.core.fingerprint import digest
 from codeeval.generation.base import GenerationArgs
+
+
+SECRET_HOME = ("in the worker's environment (OPENAI_API_KEY) or in a Prefect Secret block named by "
+               "backend_options.api_key_block")
+# The server checks a deployment run's parameters against this schema before it stores them: an API
+# key is refused there, so no key ever reaches its database (its message is the `const`).
+BackendOptions = Annotated[dict[str, str], Field(json_schema_extra={"properties": {"api_key": {
+    "const": f"an API key is never a deployment parameter (the server would keep it in clear text): it belongs "
+             f"{SECRET_HOME}"}}})]
 
 
 @dataclass(frozen=True)
@@ -17,7 +28,7 @@ class RunConfig:
     tasks: list[str]
     generation: GenerationArgs = field(default_factory=GenerationArgs)
     backend: str = ""  # "" = inferred: reference / replay / transformers
-    backend_options: dict[str, str] = field(default_factory=dict)
+    backend_options: BackendOptions = field(default_factory=dict)
     limit: Optional[int] = None
     limit_start: int = 0
     k: Optional[list[int]] = None  # None = each task's default ks, those above n left out

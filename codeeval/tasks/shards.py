@@ -35,6 +35,7 @@ from codeeval.pipeline.problems import fingerprint as problems_fingerprint
 from codeeval.pipeline.problems import problems_rows, read_problems
 from codeeval.pipeline.score import read_samples, score_samples
 from codeeval.tasks import slots
+from codeeval.tasks.secrets import with_secrets
 
 memory.lean_allocators()  # every process that runs shards imports this module: the CLI's, a worker's flow run
 
@@ -181,7 +182,7 @@ def generate_shard(name: str, problems_path: str, start: int, stop: int, backend
         task_spec = get_task(name)
         total = sum(counts[p.task_id] for p in shard)
         with progress_bar(total, f"generate {name} {Path(out_path).stem}") as advance:
-            rows = generate_rows(task_spec, problems, shard, counts, open_backend(backend), advance)
+            rows = generate_rows(task_spec, problems, shard, counts, open_backend(with_secrets(backend)), advance)
         artifacts.write_table(Path(out_path), rows, artifacts.GENERATIONS_SCHEMA, key=cache_key)
     return out_path
 

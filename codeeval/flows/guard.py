@@ -1,0 +1,50 @@
+"""A deployment run is held against the worker's policy (codeeval/pipeline/policy.py) before it
+does anything: a refused run ends with one line in its log (so in `--watch`) and as its summary
+artifact, and starts no model, no container and writes no file. A flow called by `codeeval run`
+(no deployment) is the user's own: it keeps every option."""
+from __future__ import annotations
+
+import socket
+
+from prefect import get_run_logger
+from prefect.artifacts import create_markdown_artifact
+
+from codeeval.core.errors import RunFailed
+from codeeval.pipeline import failures
+from codeeval.pipeline.policy import Request, WorkerPolicy, refusal_line
+
+
+class RunRefused(RunFailed):
+    """The worker's policy refused what the run asked for (one line: RunFailed is explained)."""
+
+
+def from_deployment() -> bool:
+    """Whether this flow run came from a deployment, or is a subflow of one (`nightly-leaderboard`'s
+    evaluate runs): anyone who reaches the server may have set its parameters."""
+    from prefect.context import FlowRunContext
+    from prefect.runtime import deployment
+
+    context = FlowRunContext.get()
+    run = context.flow_run if context else None
+    return run is not None and (run.deployment_id is not None or deployment.id is not None)
+
+
+def worker_policy() -> "WorkerPolicy | None":
+    """This worker's policy in a deployment run; None outside one (nothing is refused)."""
+    return WorkerPolicy.from_env() if from_deployment() else None
+
+
+def enforce(policy: "WorkerPolicy | None", request: Request, artifact: str) -> None:
+    """Raise RunRefused (after logging it and writing the `artifact` summary) if `policy` refuses."""
+    if policy is None or not (refusals := policy.refusals(request)):
+        return
+    line = refusal_line(refusals, socket.gethostname())
+    get_run_logger().error("%s", line)
+    create_markdown_artifact(f"# Refused\n\n**{_markdown_text(line)}**\n",
+                             key=failures.artifact_key("summary", artifact), description=line[:500])
+    raise RunRefused(line)
+
+
+def _markdown_text(text: str) -> str:
+    """The line as text in the UI's markdown (a caller's value may hold markup)."""
+    return "".join(f"\\{c}" if c in "\\`*_{}[]<>()#+-.!|" else c for c in text)
