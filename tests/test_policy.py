@@ -106,3 +106,21 @@ def test_without_storage_runs_stay_in_the_workers_runs_directory(tmp_path, monke
     config = RunConfig(model="reference", tasks=["humaneval"], allow_code_execution=True)
     assert policy.refusals(config_request(policy.anchored(config))) == []
     assert os.cpu_count() and policy.max_workers == os.cpu_count()
+
+
+def test_an_api_key_block_is_read_where_the_shard_runs(prefect_api):
+    """backend_options.api_key_block names a Prefect Secret block: the shard reads its value on its
+    own host, into the backend's spec in memory (tasks/secrets.py); the parameter holds the name."""
+    from prefect.blocks.system import Secret
+
+    from codeeval.generation.openai_backend import OpenAIBackend
+    from codeeval.tasks.secrets import with_secrets
+
+    Secret(value="sk-from-the-block").save("codeeval-test-openai-key", overwrite=True)
+    spec = BackendSpec("openai", "gpt-x", options=(("api_key_block", "codeeval-test-openai-key"),
+                                                    ("base_url", "http://127.0.0.1:9/v1")))
+    resolved = with_secrets(spec)
+    assert dict(resolved.options) == {"api_key": "sk-from-the-block", "base_url": "http://127.0.0.1:9/v1"}
+    assert OpenAIBackend(resolved).api_key == "sk-from-the-block"
+    plain = BackendSpec("openai", "gpt-x")
+    assert with_secrets(plain) is plain
