@@ -103,7 +103,7 @@ class SlotState:
                  compiled: Optional[Callable] = None):
         dev = like.layers[0].keys.device
         self.model, self.args, self.compiled = model, args, compiled
-        self.key = (slots, length, like.layers[0].keys.dtype)
+        self.key = (slots, length, like.layers[0].keys.dtype, args)  # the graph holds args' sampling
         self.cache = SlotCache(like, slots, length)
         self.tok, self.count, self.seeds = (torch.zeros(slots, dtype=torch.long, device=dev) for _ in range(3))
         self.ring = 2 * check_every  # the host reads one window of steps while the next runs

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -76,7 +77,8 @@ class StaticDecoder:
         self.cache_arg = cache_argument(model)
         self._compiled: Optional[Callable] = None
         self._engine: Optional[SlotState] = None
-        self.stats = {"steps": 0, "slot_steps": 0, "prefills": 0, "restarts": 0}
+        # steps run, slots x steps, prefill passes, OOM restarts, seconds in the step loop
+        self.stats = {"steps": 0, "slot_steps": 0, "prefills": 0, "restarts": 0, "decode_s": 0.0}
         self.mode = ""
 
     def compiled_logits(self) -> Callable:
@@ -133,7 +135,7 @@ class StaticDecoder:
         eng = self._engine_for(next(iter(store.values())).cache, slots, length)
         held: list[list[_Occupant]] = [[] for _ in range(slots)]
         windows: deque = deque()
-        step = 0
+        step, began = 0, None
 
         def live(occ: _Occupant, at: int) -> bool:
             return occ.last >= at and ends.result[occ.row] is None
@@ -150,6 +152,8 @@ class StaticDecoder:
                 while windows:
                     self._read(windows.popleft(), held, ends, k)
                 continue
+            if began is None:
+                began = self._synced()
             for _ in range(k):
                 if self.on_step is not None:
                     self.on_step(slots, self.stats["steps"])
@@ -163,11 +167,13 @@ class StaticDecoder:
         for occs in held:  # first tokens of rows that ended with them
             for occ in occs:
                 _feed_first(occ, ends)
+        if began is not None:
+            self.stats["decode_s"] += self._synced() - began
 
     def _engine_for(self, like, slots: int, length: int) -> SlotState:
         if not slot_cache.supported(like):
             raise Unsupported("the model's KV cache is not plain full attention")
-        key = (slots, length, like.layers[0].keys.dtype)
+        key = (slots, length, like.layers[0].keys.dtype, self.args)
         if self._engine is None or self._engine.key != key:
             self._engine = None  # the old cache goes before the new one is allocated
             compiled = self.compiled_logits() if self.compile else None
@@ -207,7 +213,7 @@ class StaticDecoder:
                 j = waiting.popleft()
                 if tuple(rows[j].ids) not in store:
                     waiting.appendleft(j)
-                    self._prefill(rows, waiting, store, len(free))
+                    self._prefill(rows, waiting, store, len(held))
                     j = waiting.popleft()
                 taken.append((s, j))
                 if rows[j].budget > 1:
@@ -250,6 +256,12 @@ class StaticDecoder:
             if ends.result[owner.row] is None:
                 ends.take(owner.row, [tokens[i][s] for i in range(min(k, owner.last - t0 + 1))])
             occs[:] = [occ for occ in occs if occ.start >= owner.start]
+
+    def _synced(self) -> float:
+        """The time once the device has done what it was given (twice a run: timing only)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
 
     def _dev(self, values: list[int]) -> torch.Tensor:
         """A host list on the device without waiting for the GPU (pinned, non-blocking)."""

@@ -159,22 +159,31 @@ class TransformersBackend(Backend):
 
         ordered = [rows[r] for r in sorted(range(len(rows)), key=lambda r: (-len(rows[r].ids), r))]
         eos = self.eos_text()
-        if ordered and self.decoder == "static" and self._decode_static(ordered, outputs, eos, progress):
-            return outputs  # type: ignore[return-value]
-        start = 0
+        for row, (text, n_tok, reason) in zip(ordered, self.decode_rows(ordered, progress)):
+            out = row.output(text, n_tok, reason, eos)
+            for i in row.requests:
+                outputs[i] = out
+        return outputs  # type: ignore[return-value]
+
+    @torch.inference_mode()
+    def decode_rows(self, ordered: list[Job], progress: Progress = None) -> list[tuple[str, int, str]]:
+        """(text, n_tokens, finish_reason) per row (rows sorted longest prompt first), by the
+        decoder that the option ``decoder`` names; ``progress`` counts the requests done."""
+        if ordered and self.decoder == "static":
+            results = self._decode_static(ordered, progress)
+            if results is not None:
+                return results
+        results, start = [], 0
         while start < len(ordered):
             size = self._batch_size(ordered, start)
             left = len(ordered) - start
             size = -(-left // -(-left // size))  # balanced: 40 rows at 32 a batch -> 20 + 20
             batch = ordered[start:start + size]
             start += size
-            for row, (text, n_tok, reason) in zip(batch, self._decode_batch(batch)):
-                out = row.output(text, n_tok, reason, eos)
-                for i in row.requests:
-                    outputs[i] = out
+            results += self._decode_batch(batch)
             if progress:
                 progress(sum(len(r.requests) for r in batch))
-        return outputs  # type: ignore[return-value]
+        return results
 
     def _batch_size(self, ordered: list[Job], start: int) -> int:
         """Rows for the batch starting at ``ordered[start]`` (rows sorted longest prompt first).
@@ -207,8 +216,8 @@ class TransformersBackend(Backend):
             for key, value in decoder.stats.items():
                 self.stats[key] = self.stats.get(key, 0) + value
 
-    def _decode_static(self, ordered: list[Job], outputs: list, eos: Optional[str], progress: Progress) -> bool:
-        """All rows through one StaticDecoder (continuous batching); False when the model's cache
+    def _decode_static(self, ordered: list[Job], progress: Progress) -> Optional[list[tuple[str, int, str]]]:
+        """All rows through one StaticDecoder (continuous batching); None when the model's cache
         does not suit it (the dynamic decoder then runs, now and for later shards)."""
         def finished(j: int) -> None:
             if progress:
@@ -222,21 +231,16 @@ class TransformersBackend(Backend):
                 compile=_flag(self.options.get("compile", on_gpu)), graph=_flag(self.options.get("cuda_graph", True)),
                 prefill_tokens=int(self.options.get("prefill_tokens", 4096 if on_gpu else 1024)))
         try:
-            results = self._static.decode(ordered, on_end=finished)
+            return self._static.decode(ordered, on_end=finished)
         except Unsupported as exc:
             log.warning("decoder=static: %s; decoding with decoder=dynamic", exc)
             self.decoder, self._static = "dynamic", None
-            return False
+            return None
         finally:
             if self._static is not None:
                 for key, value in self._static.stats.items():
                     self.stats[key] = self.stats.get(key, 0) + value
                 self._static.stats = dict.fromkeys(self._static.stats, 0)
-        for row, (text, n_tok, reason) in zip(ordered, results):
-            out = row.output(text, n_tok, reason, eos)
-            for i in row.requests:
-                outputs[i] = out
-        return True
 
     def _slots(self, length: int) -> int:
         """Slots of the static decoder for rows of up to ``length`` tokens: as for a batch, and on a
