@@ -124,25 +124,28 @@ def test_a_stop_string_found_late_cuts_in_the_same_place(tokenizer):
         assert static(model, tokenizer, GREEDY, k=k).decode(rows) == expected
 
 
+@pytest.mark.parametrize("slots, budgets, at, halvings", [(8, (9, 23, 17, 31, 12), 12, [8, 4, 2]),
+                                                          (16, (5, 5, 60, 5, 5), 20, [16, 4, 2])])
 @torch.inference_mode()
-def test_out_of_memory_halves_the_slots_and_loses_no_row(tokenizer):
-    """torch.OutOfMemoryError raised from inside decode steps (the decoder's on_step hook):
-    finished rows are kept, the others start again with half the slots, and the output is
-    that of a run without the fault."""
+def test_out_of_memory_halves_the_slots_and_loses_no_row(tokenizer, slots, budgets, at, halvings):
+    """torch.OutOfMemoryError raised from inside decode steps (the decoder's on_step hook, at the
+    at-th step of each slot count): rows finished before it are kept (each reported once), the
+    others start again with half the slots in use (16 short rows done, the 4 long ones use 4 of
+    8 slots: the next halving gives 2), and the output is that of a run without the fault."""
     model = tiny("llama", len(tokenizer))
-    rows = jobs(tokenizer, n=4)
+    rows = jobs(tokenizer, n=4, budgets=budgets)
     expected = static(model, tokenizer, SAMPLED, slots=8).decode(rows)
     seen = []
 
     def fault(slots: int, step: int) -> None:
         seen.append(slots)
-        if slots > 2 and seen.count(slots) == 12:
+        if slots > 2 and seen.count(slots) == at:
             raise torch.OutOfMemoryError(f"simulated: {slots} slots at step {step}")
 
-    faulty = static(model, tokenizer, SAMPLED, slots=8, on_step=fault)
+    faulty = static(model, tokenizer, SAMPLED, slots=slots, on_step=fault)
     finished = []
     assert faulty.decode(rows, on_end=finished.append) == expected
-    assert sorted(dict.fromkeys(seen), reverse=True) == [8, 4, 2] and faulty.stats["restarts"] == 2
+    assert list(dict.fromkeys(seen)) == halvings and faulty.stats["restarts"] == len(halvings) - 1
     assert sorted(finished) == list(range(len(rows)))  # each row reported once, none lost
     with pytest.raises(RuntimeError, match="CUDA error: an illegal memory access"):  # anything else goes up
         static(model, tokenizer, SAMPLED, on_step=lambda s, t: (_ for _ in ()).throw(

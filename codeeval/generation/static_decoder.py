@@ -77,6 +77,7 @@ class StaticDecoder:
         self.cache_arg = cache_argument(model)
         self._compiled: Optional[Callable] = None
         self._engine: Optional[SlotState] = None
+        self.slots_used = 0  # by the last run: an out-of-memory error halves it
         # steps run, slots x steps, prefill passes, OOM restarts, seconds in the step loop
         self.stats = {"steps": 0, "slot_steps": 0, "prefills": 0, "restarts": 0, "decode_s": 0.0}
         self.mode = ""
@@ -96,21 +97,25 @@ class StaticDecoder:
                                                         first_of.setdefault(tuple(rows[j].ids), j)))
         length = max(len(r.ids) + r.budget for r in rows)
         slots = max(1, min(self.slots_for(length), len(rows)))
+        # a dimension of 1 would be compiled apart (specialised): compiled, one row gets 2 slots
+        least = 2 if self.compile and self.device.type == "cuda" else 1
         while True:
             todo = [j for j in order if ends.result[j] is None]
             try:
-                self._run(rows, ends, todo, slots)
+                self._run(rows, ends, todo, slots, least)
                 return ends.result  # type: ignore[return-value]
             except Exception as exc:  # noqa: BLE001 - only running out of memory is handled
-                if not decode_step.is_oom(exc) or slots == 1:
+                if not decode_step.is_oom(exc) or self.slots_used == 1:
                     raise
             # out of the except clause: its traceback (and the tensors of its frames) is gone
             self.release()
-            for j in todo:
+            again = [j for j in todo if ends.result[j] is None]  # rows finished before the error are kept
+            for j in again:
                 ends.restart(j)
+            slots = self.slots_used // 2
+            least = min(least, slots)
             log.warning("out of memory decoding with %d slots: %d unfinished rows start again with %d",
-                        slots, sum(ends.result[j] is None for j in todo), slots // 2)
-            slots //= 2
+                        self.slots_used, len(again), slots)
             self.stats["restarts"] += 1
 
     def release(self) -> None:
@@ -120,14 +125,12 @@ class StaticDecoder:
             torch.cuda.empty_cache()
 
     # -- one run over the rows, with a fixed number of slots ------------------------------
-    def _run(self, rows: list[Job], ends: RowEnds, todo: list[int], slots: int) -> None:
+    def _run(self, rows: list[Job], ends: RowEnds, todo: list[int], slots: int, least: int) -> None:
         waiting = deque(j for j in todo if ends.result[j] is None)
         if not waiting:
             return
         k = self.check_every
-        slots = min(slots, len(waiting))
-        if self.compile and self.device.type == "cuda":
-            slots = max(2, slots)  # a dimension of 1 would be compiled apart (specialised)
+        slots = self.slots_used = max(least, min(slots, len(waiting)))
         length = max(len(rows[j].ids) + rows[j].budget for j in waiting)
         length = -(-length // 64) * 64  # fewer distinct shapes to capture
         store: dict[tuple, _Prompt] = {}
