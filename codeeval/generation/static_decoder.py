@@ -98,7 +98,7 @@ class StaticDecoder:
         length = max(len(r.ids) + r.budget for r in rows)
         slots = max(1, min(self.slots_for(length), len(rows)))
         # a dimension of 1 would be compiled apart (specialised): compiled, one row gets 2 slots
-        least = 2 if self.compile and self.device.type == "cuda" else 1
+        least = 2 if self.compile else 1
         while True:
             todo = [j for j in order if ends.result[j] is None]
             try:
