@@ -166,7 +166,7 @@ def test_the_backend_option_chooses_the_decoder_and_both_agree(demo_model_dir):
     """``decoder`` is a backend option: dynamic by default on a CPU, static where asked; same
     outputs through the backend (stop words, eos, greedy copies, progress)."""
     sys.path.insert(0, str(Path(__file__).parent))
-    from test_transformers_backend import PROMPTS as TOY, STOPS, make_task, requests_for
+    from test_transformers_backend import PROMPTS as TOY, make_task, requests_for
     from codeeval.benchmarks.spec import Problem
 
     problems = [Problem(f"T/{i}", i, p, {}) for i, p in enumerate(TOY)]
