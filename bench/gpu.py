@@ -1,31 +1,39 @@
-"""On a GPU: decode speed against the memory-bandwidth roofline, and one greedy output across backends.
+"""On a GPU: codeeval's decode paths against Hugging Face's and the memory-bandwidth roofline, in one run.
 
-Not a test (no test may need a GPU): run it on a lent GPU machine, by hand.
+Not a test (no test may need a GPU). Three steps (docs/generation.md, "On a GPU"):
 
-For a model (an HF directory with --model, or a real architecture with random weights with
---arch, saved to a directory first so that every backend loads it the ordinary way) and the
-first --problems HumanEval prompts (stripped, as bigcode sends them) it
-  1. generates --max-new-tokens greedy tokens per prompt with no stop word and no eos through
-     each backend: codeeval's transformers backend (all prompts in one batch), Hugging Face's
-     plain `generate` one prompt at a time (bigcode's loop: the reference greedy output), and
-     codeeval's vLLM backend when vllm imports; prints how many continuations are byte-identical
-     to the reference's and where the first difference is;
-  2. times decoding through codeeval's transformers backend at batch 1 and at batch --problems:
-     decode tokens/s = (N - 1) new tokens / (time for N - time for 1 new token), so the prompt's
-     prefill is left out;
-  3. prints the roofline: a decode step reads every weight once, so at batch 1 tokens/s can be
-     at most bandwidth / bytes of weights; the fraction reached is tokens/s x bytes / bandwidth.
+  1. here, once: the inputs and wheels to carry (needs ../shared/data, `make smollm2`, the registry)
+         python bench/gpu.py --prepare
+  2. here: the same run on the CPU with a tiny model, compiled too (~20 s), so the GPU run dies of no typo
+         python bench/gpu.py --smoke
+  3. on a lent H100 or H200, one device call with carry [".whl", ".cache/gpu-bench"] and timeout_s 480
+     (the image has torch 2.11 and transformers 5.17: the wheels bring the pinned transformers,
+     tokenizers and regex), this one line:
 
-    python bench/gpu.py --tokenizer DIR --humaneval HumanEval.jsonl.gz --arch deepseek-coder-1.3b
-    python bench/gpu.py --model DIR --humaneval HumanEval.jsonl.gz          # a real checkpoint
-Last line: `decode_tps_b1=... roofline_fraction=... greedy_identical=<k>/<n> (backend)`.
+set -o pipefail; python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; PYTHONUNBUFFERED=1 python3 bench/gpu.py 2>&1 | tee $OUT/gpu.log
+
+What it measures, on the deepseek-coder-1.3b shape with seeded random weights (bf16) and SmolLM2's
+tokenizer, HumanEval's prompts (stripped, as bigcode sends them), each part printed as it ends:
+  * decode tokens/s at batch 1 and 16 (128 new tokens, no eos): ours (the transformers backend's
+    default GPU path, decoder=static) as generated tokens after each row's first over the seconds
+    of its step loop; HF `generate(cache_implementation="static")` (it compiles its own step) as
+    (N - 1) x batch / (time for N tokens - time for 1), both warmed up first;
+  * the roofline: a step reads every weight once, so batch 1 is at most bandwidth / weight bytes;
+  * the sampling workload: 164 prompts x n=20, T=0.8, top_p 0.95, each row's budget the token
+    length of its problem's canonical solution, eos on: wall time and tokens/s of ours (all rows
+    through one call) and of HF's batched `generate` (8 prompts x 20 rows a call, prompts sorted by
+    budget, each call to its longest budget; tokens counted to each row's own budget or eos);
+  * fp32 greedy (64 tokens): ours at batch 16 and at batch 1 against HF's one-prompt `generate`;
+  * the device uniforms against seeds.uniform, and the peak GPU memory of each part.
+Last line: `done_when ...` with each criterion of issue 33 and whether it holds.
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gzip
 import json
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,163 +44,312 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# random-weight shapes of public code models (config.json of each): throughput and equality only
-ARCHS = {
+DATA = ROOT / ".cache" / "gpu-bench"  # carried to the GPU machine (git-ignored)
+WHEELS = ROOT / ".whl"
+PINNED = ("transformers", "tokenizers", "regex")  # the image has other versions (device README)
+ARCHS = {  # random-weight shapes of public code models (their config.json): throughput and equality only
     "deepseek-coder-1.3b": dict(hidden_size=2048, intermediate_size=5504, num_hidden_layers=24,
                                 num_attention_heads=16, num_key_value_heads=16),
     "codellama-7b": dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                          num_attention_heads=32, num_key_value_heads=32),
-    "llama-tiny": dict(hidden_size=256, intermediate_size=688, num_hidden_layers=4,
-                       num_attention_heads=8, num_key_value_heads=4),
+    "llama-tiny": dict(hidden_size=128, intermediate_size=344, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2),
 }
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 BANDWIDTH_GBS = (("h200", 4800), ("h100", 3350), ("a100", 2039), ("l40", 864))  # vendors' figures
 
 
-def prompts(path: Path, limit: int) -> list[tuple[str, str]]:
-    with gzip.open(path, "rt") as fh:
+def prepare() -> int:
+    """The bench's inputs under .cache/gpu-bench and the pinned wheels under .whl (both git-ignored)."""
+    from transformers import AutoTokenizer
+
+    DATA.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(ROOT.parent / "shared" / "data" / "humaneval" / "HumanEval.jsonl.gz", DATA / "HumanEval.jsonl.gz")
+    gguf = subprocess.run([sys.executable, str(ROOT / "scripts" / "fetch-smollm2.py")], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    AutoTokenizer.from_pretrained(str(Path(gguf).parent), gguf_file=Path(gguf).name).save_pretrained(DATA / "tokenizer")
+    from importlib.metadata import version
+
+    WHEELS.mkdir(exist_ok=True)
+    for old in WHEELS.glob("*.whl"):
+        old.unlink()
+    platforms = [a for p in ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+                 for a in ("--platform", p)]
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                    "--python-version", "3.12", "--implementation", "cp", *platforms, "-d", str(WHEELS),
+                    *(f"{name}=={version(name)}" for name in PINNED)], check=True)
+    size = sum(f.stat().st_size for d in (DATA, WHEELS) for f in d.rglob("*") if f.is_file())
+    print(f"prepared {DATA.relative_to(ROOT)} and {WHEELS.relative_to(ROOT)}: {size / 2**20:.1f} MiB to carry")
+    return 0
+
+
+def problems(limit: int) -> list[dict]:
+    with gzip.open(DATA / "HumanEval.jsonl.gz", "rt") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
-    return [(r["task_id"], r["prompt"].strip()) for r in rows[:limit]]
+    return rows[:limit]
 
 
-def saved_random_model(arch: str, tokenizer_dir: str, dtype, out: Path, device: str) -> Path:
+def random_model(arch: str, dtype, out: Path, device: str) -> Path:
     """A real architecture with seeded random weights, saved with the tokenizer as an HF directory."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
-    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tok = AutoTokenizer.from_pretrained(DATA / "tokenizer")
     cfg = LlamaConfig(vocab_size=len(tok), max_position_embeddings=4096, bos_token_id=tok.bos_token_id,
                       eos_token_id=tok.eos_token_id, **ARCHS[arch])
     torch.manual_seed(0)
-    with torch.device(device):  # initialised where it runs: seconds, not minutes, for 7B
+    with torch.device(device):  # initialised where it runs: seconds, not minutes
         model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
     model.save_pretrained(out)
-    del model
     tok.save_pretrained(out)
     return out
 
 
-def backend_of(kind: str, model_dir: str, precision: str, max_new: int, device: str, options=()):
-    from codeeval.generation import BackendSpec, GenerationArgs, backend_class
-
-    args = GenerationArgs(do_sample=False, max_new_tokens=max_new, precision=precision)
-    return backend_class(kind)(BackendSpec(kind, model_dir, args, device=device, options=tuple(options)))
-
-
-def sync() -> None:
+def sync() -> float:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+    return time.perf_counter()
 
 
-def generate(backend, items: list[tuple[str, str]], max_new: int) -> tuple[list[str], float]:
-    """Continuations of `items` (no stop word, no eos: every row runs to max_new) and seconds."""
-    from codeeval.benchmarks.spec import Problem, TaskSpec
-    from codeeval.generation import GenRequest
-
-    problems = [Problem(tid, i, p, {}) for i, (tid, p) in enumerate(items)]
-    task = TaskSpec("humaneval", "humaneval", lambda o: problems, (), lambda p, r, e: r, lambda p, c: c,
-                    lambda p: "")
-    backend.args = dataclasses.replace(backend.args, max_new_tokens=max_new)
-    if hasattr(backend, "eos_ids"):
-        backend.eos_ids = []
-    sync()
-    t0 = time.perf_counter()
-    outs = backend.generate(task, problems, [GenRequest(p.task_id, 0, p.prompt, ()) for p in problems])
-    sync()
-    return [o.raw for o in outs], time.perf_counter() - t0
+def peak(reset: bool = False) -> float:
+    if not torch.cuda.is_available():
+        return 0.0
+    gib = torch.cuda.max_memory_allocated() / 2**30
+    if reset:
+        torch.cuda.reset_peak_memory_stats()
+    return gib
 
 
-def hf_reference(model_dir: str, dtype, items, max_new: int, device: str) -> list[str]:
-    """Hugging Face's own greedy `generate`, one prompt at a time (what bigcode's loop runs)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+class Ours:
+    """codeeval's transformers backend on a model directory, fed prepared rows (per-row budgets)."""
 
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device).eval()
-    out = []
-    for _, prompt in items:
-        ids = tok(prompt, return_tensors="pt").to(device)
-        with torch.no_grad():
-            gen = model.generate(**ids, do_sample=False, max_new_tokens=max_new, min_new_tokens=max_new,
-                                 pad_token_id=tok.eos_token_id)
-        out.append(tok.decode(gen[0, ids["input_ids"].shape[1]:], skip_special_tokens=False))
-    del model
-    return out
+    def __init__(self, model_dir: str, precision: str, device: str, options=()):
+        from codeeval.generation import BackendSpec, GenerationArgs
+        from codeeval.generation.transformers_backend import TransformersBackend
+
+        self.GenerationArgs = GenerationArgs
+        args = GenerationArgs(precision=precision)
+        self.b = TransformersBackend(BackendSpec("transformers", model_dir, args, device=device, options=tuple(options)))
+        self.eos = list(self.b.eos_ids)
+
+    def run(self, rows, eos: bool = False, **args):
+        """(results, seconds of the call, the decoder's stats of the call: decode_s, steps, ...)."""
+        self.b.args = self.GenerationArgs(precision=self.b.args.precision, **args)
+        if self.b._static is not None:
+            self.b._static.args = self.b.args
+        self.b.eos_ids[:] = self.eos if eos else []  # the decoders hold this list
+        before = dict(self.b.stats)
+        order = sorted(range(len(rows)), key=lambda i: -len(rows[i].ids))
+        t0 = sync()
+        out = self.b.decode_rows([rows[i] for i in order])
+        wall = sync() - t0
+        results = [None] * len(rows)
+        for i, r in zip(order, out):
+            results[i] = r
+        return results, wall, {k: v - before.get(k, 0) for k, v in self.b.stats.items()}
 
 
-def same(name: str, texts: list[str], reference: list[str], items) -> int:
-    equal = sum(a == b for a, b in zip(texts, reference))
-    line = f"greedy {name}: {equal}/{len(reference)} continuations byte-identical to HF generate"
-    for (tid, _), a, b in zip(items, texts, reference):
-        if a != b:
-            at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-            line += f"; first difference {tid} at character {at}: {a[at:at + 30]!r} vs {b[at:at + 30]!r}"
-            break
-    print(line, flush=True)
-    return equal
+def jobs(tok, items, budgets, n=1):
+    from codeeval.generation.requests import Job
+
+    return [Job(ids=tok(it["prompt"].strip())["input_ids"], budget=b, stops=(), seed_key=(it["task_id"], s))
+            for it, b in zip(items, budgets) for s in range(n)]
+
+
+def hf_generate(model, tok, prompts: list[str], device, **kw) -> list[list[int]]:
+    """HF `generate` on a left-padded batch; the new token ids of each row."""
+    enc = tok(prompts, return_tensors="pt", padding=True).to(device)
+    with torch.no_grad():
+        out = model.generate(**enc, pad_token_id=tok.pad_token_id, **kw)
+    return out[:, enc["input_ids"].shape[1]:].tolist()
+
+
+class Run:
+    """What the parts share: sizes, the model, the clock."""
+
+    def __init__(self, ns):
+        from transformers import AutoTokenizer
+
+        self.ns, self.start = ns, time.perf_counter()
+        self.device = "cpu" if ns.smoke else "cuda"
+        self.size = dict(batch=4 if ns.smoke else 16, new=12 if ns.smoke else 128, prompts=6 if ns.smoke else 164,
+                         n=2 if ns.smoke else 20, greedy_new=10 if ns.smoke else 64, per_call=3 if ns.smoke else 8)
+        # the GPU defaults, named so that --smoke runs them on the CPU (compiled there too)
+        self.options = [("decoder", "static"), ("compile", "1")]
+        self.precision = "fp32" if ns.smoke else "bf16"
+        self.tmp = tempfile.TemporaryDirectory(prefix="codeeval-gpu-")
+        arch = "llama-tiny" if ns.smoke else ns.arch
+        dtype = torch.float32 if ns.smoke else torch.bfloat16
+        self.model_dir = ns.model or str(random_model(arch, dtype, Path(self.tmp.name) / "model", self.device))
+        self.tok = AutoTokenizer.from_pretrained(self.model_dir, padding_side="left")
+        self.items = problems(max(self.size["prompts"], self.size["batch"]))
+        self.results: dict[str, object] = {}
+        self._ours = None
+
+    def ours(self) -> Ours:
+        if self._ours is None:
+            self._ours = Ours(self.model_dir, self.precision, self.device, self.options)
+        return self._ours
+
+    def left(self, part: str) -> bool:
+        if time.perf_counter() - self.start < self.ns.budget_s:
+            return True
+        print(f"{part}: skipped (--budget-s {self.ns.budget_s:.0f} spent)", flush=True)
+        return False
+
+
+def part_decode(run: Run) -> None:
+    """Decode tokens/s at batch 1 and 16, ours and HF's static-cache generate; the roofline."""
+    size, tok, items, device = run.size, run.tok, run.items, run.device
+    ours = run.ours()
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    bw = next((g for key, g in BANDWIDTH_GBS if key in name.lower()), 1000) * 1e9
+    weight_bytes = sum(p.numel() * p.element_size() for p in ours.b.model.parameters())
+    rates = {}
+    peak(reset=True)
+    for batch in (1, size["batch"]):
+        rows = jobs(tok, items[:batch], [size["new"]] * batch)
+        warm = ours.run(rows, do_sample=False)[1]  # warm-up: compile (the first time), capture
+        res, wall, stats = ours.run(rows, do_sample=False)
+        rates[("ours", batch)] = sum(n - 1 for _, n, _ in res) / stats["decode_s"]
+        print(f"ours (decoder=static, {ours.b._static.mode}) decode, batch {batch}: {rates[('ours', batch)]:.1f} "
+              f"tokens/s ({wall:.2f} s for the call, {stats['decode_s']:.2f} s in the step loop; the first call "
+              f"with its compile and capture {warm:.1f} s)", flush=True)
+    print(f"ours: peak GPU memory {peak(reset=True):.2f} GiB", flush=True)
+    hf = ours.b.model  # the same weights, HF's own generate
+    hf.generation_config.eos_token_id = None
+    for batch in (1, size["batch"]):
+        if not run.left(f"HF static generate, batch {batch}"):
+            continue
+        prompts = [it["prompt"].strip() for it in items[:batch]]
+        kw = dict(do_sample=False, cache_implementation="static")
+        for n in (size["new"], 1):  # warm-up: HF compiles its step (the cache keeps the larger size)
+            hf_generate(hf, tok, prompts, device, max_new_tokens=n, **kw)
+        t0 = sync()
+        hf_generate(hf, tok, prompts, device, max_new_tokens=1, **kw)
+        t1 = sync() - t0
+        t0 = sync()
+        hf_generate(hf, tok, prompts, device, max_new_tokens=size["new"], **kw)
+        tn = sync() - t0
+        rates[("hf", batch)] = batch * (size["new"] - 1) / max(tn - t1, 1e-9)
+        print(f"HF generate(cache_implementation='static'), batch {batch}: {rates[('hf', batch)]:.1f} tokens/s "
+              f"({tn:.2f} s for {size['new']} tokens, {t1:.3f} s for 1)", flush=True)
+    print(f"HF static: peak GPU memory {peak(reset=True):.2f} GiB", flush=True)
+    ceiling = bw / weight_bytes
+    run.results["roofline"] = rates[("ours", 1)] / ceiling
+    run.results["b16_vs_hf"] = rates[("ours", size["batch"])] / rates.get(("hf", size["batch"]), float("nan"))
+    print(f"roofline: {weight_bytes / 1e9:.2f} GB of weights per step / {bw / 1e12:.2f} TB/s = {ceiling:.0f} tokens/s "
+          f"at batch 1; ours reached {run.results['roofline']:.1%}; batch {size['batch']}: "
+          f"{run.results['b16_vs_hf']:.2f}x HF's static generate", flush=True)
+
+
+def part_sampling(run: Run) -> None:
+    """164 prompts x n=20 at T=0.8 with per-problem budgets: ours against HF's batched generate."""
+    size, tok, device = run.size, run.tok, run.device
+    work = run.items[:size["prompts"]]
+    budgets = [max(1, len(tok(it["canonical_solution"], add_special_tokens=False)["input_ids"])) for it in work]
+    if run.ns.smoke:
+        budgets = [min(b, 12) for b in budgets]
+    sample = dict(do_sample=True, temperature=0.8, top_p=0.95, top_k=0)
+    ours = run.ours()
+    ours.run(jobs(tok, work[:1], [1]), **sample)  # compiled already if the decode part ran: not timed
+    res, wall_ours, stats = ours.run(jobs(tok, work, budgets, size["n"]), eos=True, **sample)
+    tokens = sum(n for _, n, _ in res)
+    print(f"sampling {len(work)} x n={size['n']} (budgets: canonical solutions, {sum(budgets) * size['n']} tokens "
+          f"at most): ours {wall_ours:.1f} s, {tokens} tokens, {tokens / wall_ours:.0f} tokens/s; "
+          f"{stats['steps']} steps of {stats['slot_steps'] // max(1, stats['steps'])} slots ({tokens / max(1, stats['slot_steps']):.0%} "
+          f"of slot-steps kept), {stats['prefills']} prefills, {stats['decode_s']:.1f} s in the step loop; "
+          f"peak GPU memory {peak(reset=True):.2f} GiB", flush=True)
+    if not run.left("sampling, HF batched generate"):
+        return
+    hf, eos_id = ours.b.model, tok.eos_token_id
+    t0, hf_tokens = sync(), 0
+    order = sorted(range(len(work)), key=lambda i: -budgets[i])
+    for at in range(0, len(order), size["per_call"]):
+        call = order[at:at + size["per_call"]]
+        out = hf_generate(hf, tok, [work[i]["prompt"].strip() for i in call], device, num_return_sequences=size["n"],
+                          max_new_tokens=max(budgets[i] for i in call), eos_token_id=eos_id, **sample)
+        for r, ids in enumerate(out):
+            ids = ids[:budgets[call[r // size["n"]]]]
+            hf_tokens += ids.index(eos_id) + 1 if eos_id in ids else len(ids)
+    wall_hf = sync() - t0
+    run.results["sampling_time_ratio"] = wall_ours / wall_hf
+    print(f"sampling, HF batched generate ({size['per_call']} prompts x {size['n']} a call): {wall_hf:.1f} s, "
+          f"{hf_tokens} tokens, {hf_tokens / wall_hf:.0f} tokens/s; ours/HF time {wall_ours / wall_hf:.2f}; "
+          f"peak GPU memory {peak(reset=True):.2f} GiB", flush=True)
+
+
+def part_fp32(run: Run) -> None:
+    """fp32 greedy, ours in one batch and one prompt a call, against HF's one-prompt generate."""
+    size, tok, device = run.size, run.tok, run.device
+    run._ours = None  # the bf16 model goes first
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    fp32 = Ours(run.model_dir, "fp32", device, run.options)
+    ref = fp32.b.model
+    ref.generation_config.eos_token_id = None
+    items = run.items[:size["batch"]]
+    reference = [tok.decode(hf_generate(ref, tok, [it["prompt"].strip()], device, do_sample=False,
+                                        max_new_tokens=size["greedy_new"])[0], skip_special_tokens=False) for it in items]
+    rows = jobs(tok, items, [size["greedy_new"]] * len(items))
+    together = [text for text, _, _ in fp32.run(rows, do_sample=False)[0]]
+    alone = [fp32.run([r], do_sample=False)[0][0][0] for r in rows]
+    for label, texts in (("batch", together), ("alone", alone)):
+        equal = sum(a == b for a, b in zip(texts, reference))
+        run.results[f"greedy_{label}"] = f"{equal}/{len(reference)}"
+        line = (f"fp32 greedy, ours ({fp32.b._static.mode}) {'in one batch' if label == 'batch' else 'one prompt a call'}"
+                f": {equal}/{len(reference)} byte-identical to HF's one-prompt generate")
+        for it, a, b in zip(items, texts, reference):
+            if a != b:
+                at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+                line += f"; first difference {it['task_id']} at character {at}: {a[at:at + 30]!r} vs {b[at:at + 30]!r}"
+                break
+        print(line, flush=True)
+    print(f"fp32: peak GPU memory {peak(reset=True):.2f} GiB", flush=True)
+
+
+PARTS = {"decode": part_decode, "sampling": part_sampling, "fp32": part_fp32}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", help="an HF model directory")
-    ap.add_argument("--arch", choices=sorted(ARCHS), help="random weights of this shape instead")
-    ap.add_argument("--tokenizer", help="tokenizer directory for --arch")
-    ap.add_argument("--humaneval", type=Path, required=True, help="HumanEval.jsonl.gz")
-    ap.add_argument("--precision", default="bf16", choices=sorted(DTYPES))
-    ap.add_argument("--problems", type=int, default=16)
-    ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--prompt-lookup", type=int, default=None, help="the transformers backend's draft tokens "
-                    "(backend option prompt_lookup; default: the backend's own)")
+    ap.add_argument("--prepare", action="store_true", help="write the inputs and wheels to carry, then stop")
+    ap.add_argument("--smoke", action="store_true", help="the whole run on the CPU with a tiny model, small sizes")
+    ap.add_argument("--arch", choices=sorted(ARCHS), default="deepseek-coder-1.3b")
+    ap.add_argument("--model", help="an HF model directory instead of random weights (its own tokenizer)")
+    ap.add_argument("--parts", default=",".join(PARTS), help="which parts, in order (default: all)")
+    ap.add_argument("--budget-s", type=float, default=420, help="parts not started by then are skipped")
     ns = ap.parse_args(argv)
-    if ns.device.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit("bench/gpu.py: no CUDA device (--device cpu for a dry run)")
-    dtype = DTYPES[ns.precision]
-    tmp = tempfile.TemporaryDirectory(prefix="codeeval-gpu-")
-    if ns.arch:
-        model_dir = str(saved_random_model(ns.arch, ns.tokenizer, dtype, Path(tmp.name) / ns.arch, ns.device))
-        label = f"{ns.arch} shape, random weights"
-    else:
-        model_dir, label = ns.model, ns.model
-    items = prompts(ns.humaneval, ns.problems)
-    name = torch.cuda.get_device_name() if ns.device.startswith("cuda") else "cpu"
-    bw = next((g for key, g in BANDWIDTH_GBS if key in name.lower()), 1000) * 1e9
-    print(f"device: {name}, torch {torch.__version__}; model: {label}, {ns.precision}; "
-          f"{len(items)} HumanEval prompts, {ns.max_new_tokens} new tokens each", flush=True)
+    if ns.prepare:
+        return prepare()
+    if not (DATA / "HumanEval.jsonl.gz").is_file() or not (ns.model or (DATA / "tokenizer").is_dir()):
+        raise SystemExit(f"bench/gpu.py: {DATA} is missing: run `python bench/gpu.py --prepare` first")
+    if not ns.smoke and not torch.cuda.is_available():
+        raise SystemExit("bench/gpu.py: no CUDA device (--smoke runs on the CPU)")
+    import transformers
 
-    reference = hf_reference(model_dir, dtype, items, ns.max_new_tokens, ns.device)
-    options = [] if ns.prompt_lookup is None else [("prompt_lookup", str(ns.prompt_lookup))]
-    ours = backend_of("transformers", model_dir, ns.precision, ns.max_new_tokens, ns.device, options)
-    weight_bytes = sum(p.numel() * p.element_size() for p in ours.model.parameters())
-    texts, _ = generate(ours, items, ns.max_new_tokens)
-    identical = {"transformers": same("transformers (one batch)", texts, reference, items)}
-    alone = [generate(ours, [item], ns.max_new_tokens)[0][0] for item in items]
-    identical["transformers-alone"] = same("transformers (one prompt a batch)", alone, reference, items)
+    from codeeval.generation import sampling, seeds
 
-    for _ in range(3):
-        generate(ours, items[:1], 32)  # warm-up: kernels chosen, clocks up
-    rates = {}
-    for batch in (1, len(items)):
-        _, t1 = generate(ours, items[:batch], 1)
-        _, tn = generate(ours, items[:batch], ns.max_new_tokens)
-        rates[batch] = batch * (ns.max_new_tokens - 1) / max(tn - t1, 1e-9)
-        print(f"transformers decode, batch {batch}: {rates[batch]:.1f} tokens/s "
-              f"({tn:.2f} s for {ns.max_new_tokens} tokens, {t1:.3f} s for 1)", flush=True)
-    ceiling = bw / weight_bytes
-    fraction = rates[1] / ceiling
-    print(f"roofline: {weight_bytes / 1e9:.2f} GB of weights per step / {bw / 1e12:.1f} TB/s = {ceiling:.0f} "
-          f"tokens/s at batch 1; reached {fraction:.1%} (batch {len(items)}: {rates[len(items)] / ceiling:.1f}x "
-          "the batch-1 ceiling, weights read once per step for every row)", flush=True)
-    del ours
-
-    try:
-        import vllm  # noqa: F401
-    except ImportError as exc:
-        print(f"vllm: not importable here ({exc}); only the transformers backend was compared", flush=True)
-    else:
-        texts, _ = generate(backend_of("vllm", model_dir, ns.precision, ns.max_new_tokens, ns.device),
-                            items, ns.max_new_tokens)
-        identical["vllm"] = same("vllm", texts, reference, items)
-    summary = " ".join(f"{k}:{v}/{len(items)}" for k, v in identical.items())
-    print(f"decode_tps_b1={rates[1]:.1f} roofline_fraction={fraction:.3f} greedy_identical={summary}")
+    run = Run(ns)
+    name = torch.cuda.get_device_name() if run.device == "cuda" else "cpu"
+    print(f"device: {name}; torch {torch.__version__}, transformers {transformers.__version__}; model: "
+          f"{ns.model or ('llama-tiny' if ns.smoke else ns.arch) + ' shape, random weights'}, {run.precision}", flush=True)
+    keys = [(seeds.sample_seed(0, f"HumanEval/{i}", s), t) for i in range(100) for s in range(10) for t in (0, 7, 99)]
+    got = sampling.uniforms(torch.tensor([k for k, _ in keys], device=run.device),
+                            torch.tensor([t for _, t in keys], device=run.device)).tolist()
+    same = sum(a == seeds.uniform(k, t) for a, (k, t) in zip(got, keys))
+    run.results["uniforms"] = same == len(keys)
+    print(f"device uniforms equal to seeds.uniform: {same}/{len(keys)}", flush=True)
+    for part in ns.parts.split(","):
+        if run.left(part):
+            PARTS[part](run)
+    r, full = run.results, f"{run.size['batch']}/{run.size['batch']}"
+    checks = {"b1_roofline>=0.5": r.get("roofline", 0) >= 0.5, "b16>=2x_hf_static": r.get("b16_vs_hf", 0) >= 2,
+              "sampling<=0.5x_hf": r.get("sampling_time_ratio", 9) <= 0.5,
+              "fp32_greedy_all": r.get("greedy_batch") == r.get("greedy_alone") == full}
+    print(f"elapsed {time.perf_counter() - run.start:.0f} s", flush=True)
+    print("done_when " + " ".join(f"{k}={'yes' if v else 'NO'}" for k, v in checks.items())
+          + f" roofline={r.get('roofline', float('nan')):.3f} b16_vs_hf={r.get('b16_vs_hf', float('nan')):.2f}"
+          + f" sampling_time_ratio={r.get('sampling_time_ratio', float('nan')):.2f}"
+          + f" greedy_fp32={r.get('greedy_batch')},{r.get('greedy_alone')} uniforms={r['uniforms']}")
     return 0
 
 

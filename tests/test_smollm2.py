@@ -82,6 +82,21 @@ def test_prompt_lookup_drafts_change_nothing_but_the_number_of_steps(smollm2, hu
     assert drafted.stats["accepted"] > 40 and drafted.stats["forwards"] < 0.7 * plain.stats["forwards"]
 
 
+@pytest.mark.parametrize("do_sample", [False, True], ids=["greedy", "seeded-sampling"])
+def test_the_static_decoder_gives_the_same_rows(smollm2, humaneval, do_sample):
+    """The GPU path (static cache, continuous batching in fewer slots than rows, host checks every 3 steps) on
+    the CPU: chat completions that end at the closing fence, at eos or at the budget, greedy and
+    sampled, are those of the dynamic decoder."""
+    task, problems = humaneval
+    chosen = [problems[2], problems[6]] if do_sample else [problems[0], problems[2], problems[6]]
+    counts = {p.task_id: 1 if not do_sample else 2 for p in chosen}
+    kw = dict(max_new_tokens=40, max_batch_rows=3 if do_sample else 2, do_sample=do_sample, temperature=0.8)
+    expected = generate_rows(task, problems, chosen, counts, with_args(smollm2, **kw))
+    static = with_args(smollm2, options={"decoder": "static", "check_every": 3}, **kw)
+    assert generate_rows(task, problems, chosen, counts, static) == expected
+    assert static.stats["steps"] > 0 and len({r["finish_reason"] for r in expected}) > 1
+
+
 def test_a_free_answer_stops_at_its_closed_code_block(smollm2, humaneval):
     task, problems = humaneval
     free = with_args(smollm2, chat_style="free", max_new_tokens=128)

@@ -17,6 +17,12 @@ prompt and pads every prompt to the dataset's longest):
 * Sampling is inverse-CDF with one counter-based uniform per (seed, task_id, sample, step)
   (codeeval/generation/seeds.py), so samples do not depend on batch size, device count or shard. Greedy requests with the
   same prompt are decoded once and copied.
+* Two decode paths, chosen by the option ``decoder``: ``dynamic`` (codeeval/generation/decoder.py:
+  batches that shrink as rows end, a dynamic KV cache, prompt lookup; the default on a CPU, where
+  it is the faster) and ``static`` (codeeval/generation/static_decoder.py: continuous batching
+  over a static KV cache, one CUDA graph per step, no host sync per step; the default on a GPU).
+  Their outputs are the same; a model whose cache the static path cannot hold (sliding window,
+  linear attention, remote code without ``cache``) is decoded by the dynamic one.
 
 GenOutput.raw is the decoded continuation only (special tokens kept, as bigcode keeps the
 eos text for its stop-word cut); n_tokens counts generated tokens; finish_reason is one
@@ -37,6 +43,7 @@ from codeeval.core.fingerprint import model_fingerprint
 from codeeval.generation import model_source
 from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress, token_budget
 from codeeval.generation.decoder import BatchDecoder
+from codeeval.generation.static_decoder import StaticDecoder, Unsupported
 from codeeval.generation.requests import Job, Renderer, plan_jobs
 
 log = logging.getLogger(__name__)
@@ -55,6 +62,7 @@ def default_device(spec_device: Optional[str]) -> torch.device:
 
 
 DRAFT_TOKENS = 10  # prompt-lookup draft tokens a row may propose per step, on a CPU (option prompt_lookup)
+DECODERS = ("static", "dynamic")  # option decoder
 
 
 class TransformersBackend(Backend):
@@ -97,6 +105,10 @@ class TransformersBackend(Backend):
         self._fingerprint = model_fingerprint(spec.model, args.revision)
         self.renderer = Renderer(args, spec.model, self.tokenizer)
         self.stats: dict[str, int] = {}  # decode steps and prompt-lookup drafts, summed over batches
+        self.decoder = str(self.options.get("decoder") or ("static" if self.device.type == "cuda" else "dynamic"))
+        if self.decoder not in DECODERS:
+            raise ValueError(f"backend option decoder must be one of {', '.join(DECODERS)}, not {self.decoder!r}")
+        self._static: Optional[StaticDecoder] = None  # kept across shards: its compiled step and cache
 
     # -- interface -------------------------------------------------------------------
     def fingerprint(self) -> str:
@@ -128,15 +140,9 @@ class TransformersBackend(Backend):
         if rows:
             return rows
         if self.device.type == "cuda":
-            # KV cache bytes per token; use about half of the free memory for the cache
-            cfg = self.model.config
-            layers = getattr(cfg, "num_hidden_layers", None) or getattr(cfg, "n_layer", 24)
-            hidden = getattr(cfg, "hidden_size", None) or getattr(cfg, "n_embd", 2048)
-            heads = getattr(cfg, "num_attention_heads", None) or getattr(cfg, "n_head", 16)
-            kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
-            per_tok = 2 * layers * kv_heads * (hidden // heads) * self.model.dtype.itemsize
+            # use about half of the free memory for the KV cache
             free, _ = torch.cuda.mem_get_info(self.device)
-            rows = int(0.5 * free / max(1, per_tok * max_len))
+            rows = int(0.5 * free / max(1, self._kv_bytes_per_token() * max_len))
             return max(1, min(256, rows))
         # CPU: past ~16k cached tokens per batch the step time grows faster than the rows
         return max(self.args.batch_size, min(32, max(1, 16384 // max(1, max_len))))
@@ -153,20 +159,31 @@ class TransformersBackend(Backend):
 
         ordered = [rows[r] for r in sorted(range(len(rows)), key=lambda r: (-len(rows[r].ids), r))]
         eos = self.eos_text()
-        start = 0
+        for row, (text, n_tok, reason) in zip(ordered, self.decode_rows(ordered, progress)):
+            out = row.output(text, n_tok, reason, eos)
+            for i in row.requests:
+                outputs[i] = out
+        return outputs  # type: ignore[return-value]
+
+    @torch.inference_mode()
+    def decode_rows(self, ordered: list[Job], progress: Progress = None) -> list[tuple[str, int, str]]:
+        """(text, n_tokens, finish_reason) per row (rows sorted longest prompt first), by the
+        decoder that the option ``decoder`` names; ``progress`` counts the requests done."""
+        if ordered and self.decoder == "static":
+            results = self._decode_static(ordered, progress)
+            if results is not None:
+                return results
+        results, start = [], 0
         while start < len(ordered):
             size = self._batch_size(ordered, start)
             left = len(ordered) - start
             size = -(-left // -(-left // size))  # balanced: 40 rows at 32 a batch -> 20 + 20
             batch = ordered[start:start + size]
             start += size
-            for row, (text, n_tok, reason) in zip(batch, self._decode_batch(batch)):
-                out = row.output(text, n_tok, reason, eos)
-                for i in row.requests:
-                    outputs[i] = out
+            results += self._decode_batch(batch)
             if progress:
                 progress(sum(len(r.requests) for r in batch))
-        return outputs  # type: ignore[return-value]
+        return results
 
     def _batch_size(self, ordered: list[Job], start: int) -> int:
         """Rows for the batch starting at ``ordered[start]`` (rows sorted longest prompt first).
@@ -199,7 +216,65 @@ class TransformersBackend(Backend):
             for key, value in decoder.stats.items():
                 self.stats[key] = self.stats.get(key, 0) + value
 
+    def _decode_static(self, ordered: list[Job], progress: Progress) -> Optional[list[tuple[str, int, str]]]:
+        """All rows through one StaticDecoder (continuous batching); None when the model's cache
+        does not suit it (the dynamic decoder then runs, now and for later shards)."""
+        def finished(j: int) -> None:
+            if progress:
+                progress(len(ordered[j].requests))
+
+        if self._static is None:
+            on_gpu = self.device.type == "cuda"
+            self._static = StaticDecoder(
+                self.model, self.tokenizer, self.args, self.device, self.eos_ids, self.pad_id, slots=self._slots,
+                check_every=int(self.options.get("check_every", 4)),
+                compile=_flag(self.options.get("compile", on_gpu)), graph=_flag(self.options.get("cuda_graph", True)),
+                prefill_tokens=int(self.options.get("prefill_tokens", 4096 if on_gpu else 1024)))
+        try:
+            return self._static.decode(ordered, on_end=finished)
+        except Unsupported as exc:
+            log.warning("decoder=static: %s; decoding with decoder=dynamic", exc)
+            self.decoder, self._static = "dynamic", None
+            return None
+        finally:
+            if self._static is not None:
+                for key, value in self._static.stats.items():
+                    self.stats[key] = self.stats.get(key, 0) + value
+                self._static.stats = dict.fromkeys(self._static.stats, 0)
+
+    def _slots(self, length: int) -> int:
+        """Slots of the static decoder for rows of up to ``length`` tokens: as for a batch, and on a
+        GPU no more than make the cache read per step 4x the weights (each step reads every
+        slot's L columns; past that, more slots add little throughput and a longer tail)."""
+        rows = self._rows_per_batch(length)
+        if self.device.type != "cuda" or self.args.max_batch_rows or self.options.get("batch_rows"):
+            return rows
+        weights = sum(p.numel() * p.element_size() for p in self.model.parameters())
+        return max(1, min(rows, max(16, 4 * weights // max(1, self._kv_bytes_per_token() * length))))
+
+    def _kv_bytes_per_token(self) -> int:
+        cfg = self.model.config
+        layers = getattr(cfg, "num_hidden_layers", None) or getattr(cfg, "n_layer", 24)
+        hidden = getattr(cfg, "hidden_size", None) or getattr(cfg, "n_embd", 2048)
+        heads = getattr(cfg, "num_attention_heads", None) or getattr(cfg, "n_head", 16)
+        kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
+        head_dim = getattr(cfg, "head_dim", None) or hidden // heads
+        return 2 * layers * kv_heads * head_dim * self.model.dtype.itemsize
+
     def close(self) -> None:
+        self._static = None
         self.model = None
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+def _flag(value) -> bool:
+    """A boolean backend option: 1/0, true/false, yes/no, on/off (or a bool)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"a yes/no backend option, not {value!r}")

@@ -1,0 +1,163 @@
+"""The device side of the static decoder: the state of S slots (slot cache, newest tokens, seeds,
+step counters, a ring of the last steps' tokens) and the fixed-shape step that advances it,
+captured once as a CUDA graph on a GPU and then replayed.
+
+A replay is one launch for the whole step (the model's forward, the sampling, the bookkeeping
+on the device), so a step costs what its kernels cost, with no Python and no launches per layer
+in between. Where ``compile`` is asked for, the model's forward is first compiled by
+``torch.compile`` (Inductor fuses the norms, rotary embeddings and activations that the graph
+would otherwise replay one small kernel at a time) and the compiled step is what is captured;
+the sampling stays eager, so its int64 arithmetic is ATen's. Shapes are marked dynamic where
+they vary between runs (slots, cache length), so a new shape is captured, not compiled again.
+
+Each rung can fail on an unusual model or stack: then the next one runs, and says so once in
+the log: compiled and captured, captured, plain calls. Running out of memory is not such a
+failure; it goes up to the decoder, which halves its slots.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable, Optional
+
+import torch
+
+from codeeval.generation.sampling import choose, uniforms
+from codeeval.generation.slot_cache import SlotCache
+
+log = logging.getLogger(__name__)
+
+
+def compiled(fn: Callable) -> Callable:
+    """``torch.compile`` of the forward: Inductor, no CUDA graphs of its own (the step is
+    captured whole), no error when part of the model does not compile (it runs eagerly)."""
+    return torch.compile(fn, dynamic=None, fullgraph=False)
+
+
+def mark_dynamic(*tensors: torch.Tensor, dims=(0,)) -> None:
+    for t in tensors:
+        for d in dims:
+            torch._dynamo.maybe_mark_dynamic(t, d)
+
+
+class StepRunner:
+    """``run()`` executes one step: a graph replay, or a plain call of the step function."""
+
+    def __init__(self, step: Callable[[], None], graph: Optional["torch.cuda.CUDAGraph"], mode: str):
+        self.step, self.graph, self.mode = step, graph, mode
+
+    def run(self) -> None:
+        if self.graph is not None:
+            self.graph.replay()
+        else:
+            self.step()
+
+
+def capture(step: Callable[[], None], device: torch.device, warmup: int = 2) -> "torch.cuda.CUDAGraph":
+    """Warm-up calls on a side stream (compilation and lazy initialisation happen there), then
+    the capture, which runs nothing. The warm-up steps change the state: the caller resets it."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            step()
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph
+
+
+def build(make_step: Callable[[bool], Callable[[], None]], device: torch.device, use_graph: bool,
+          use_compile: bool) -> StepRunner:
+    """The best rung that works: ``make_step(compile)`` gives the step function."""
+    graph = use_graph and device.type == "cuda"
+    rungs = [(use_compile, graph)] + [(False, graph)] * use_compile + [(False, False)] * graph
+    for i, (comp, graph) in enumerate(rungs):
+        mode = "+".join(m for m, on in (("compiled", comp), ("cuda-graph", graph)) if on) or "eager"
+        try:
+            step = make_step(comp)
+            if not graph:
+                if comp:
+                    step()  # compile now, not inside the first timed step
+                return StepRunner(step, None, mode)
+            return StepRunner(step, capture(step, device), mode)
+        except Exception as exc:  # noqa: BLE001 - any failure of a rung moves to the next
+            if is_oom(exc) or i == len(rungs) - 1:
+                raise
+            log.warning("decode step: %s failed (%s: %s); trying the next way", mode, type(exc).__name__,
+                        str(exc).splitlines()[0][:200] if str(exc) else "")
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+    raise AssertionError("unreachable")
+
+
+def is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
+class SlotState:
+    """The device state of S slots x L columns and the step that advances it. ``compiled`` is
+    the compiled form of :func:`logits` to capture, or None to capture the plain one."""
+
+    def __init__(self, model, args, like, slots: int, length: int, check_every: int, graph: bool,
+                 compiled: Optional[Callable] = None):
+        dev = like.layers[0].keys.device
+        self.model, self.args, self.compiled = model, args, compiled
+        self.key = (slots, length, like.layers[0].keys.dtype, args)  # the graph holds args' sampling
+        self.cache = SlotCache(like, slots, length)
+        self.tok, self.count, self.seeds = (torch.zeros(slots, dtype=torch.long, device=dev) for _ in range(3))
+        self.ring = 2 * check_every  # the host reads one window of steps while the next runs
+        self.hist = torch.zeros((self.ring, slots), dtype=torch.long, device=dev)
+        self.t = torch.zeros(1, dtype=torch.long, device=dev)
+        self.runner = build(self._step_fn, dev, graph, compiled is not None)
+        self.reset()
+
+    def _step_fn(self, compiled: bool) -> Callable[[], None]:
+        cache, last = self.cache, self.cache.length - 1
+        logits_of = self.compiled if compiled else logits
+        if compiled:
+            mark_dynamic(self.tok, cache.columns, cache._cols)
+            mark_dynamic(*(t for layer in cache.layers for t in (layer.keys, layer.values)), dims=(0, 2))
+
+        def step() -> None:
+            scores = logits_of(self.model, self.tok, cache)
+            nxt = choose(scores, self.args, uniforms(self.seeds, self.count) if self.args.do_sample else None)
+            self.tok.copy_(nxt)
+            self.hist.index_copy_(0, self.t % self.ring, nxt[None])
+            self.t.add_(1)
+            self.count.add_(1)
+            cache.columns.add_(1).clamp_(max=last)  # a finished row's slot runs on in place until refilled
+
+        return step
+
+    def reset(self) -> None:
+        for t in (self.tok, self.count, self.t, self.cache.columns):
+            t.zero_()
+
+
+def logits(model, tok: torch.Tensor, cache: SlotCache) -> torch.Tensor:
+    """The logits of one new token per slot, at the slot's own position."""
+    out = model(input_ids=tok[:, None], position_ids=cache.columns[:, None], attention_mask=cache.attention_mask(),
+                cache=cache, use_cache=True)
+    return out.logits[:, -1, :]
+
+
+class HostCopy:
+    """A device tensor copied to the host without blocking; ``values()`` waits for the copy."""
+
+    def __init__(self, t: torch.Tensor):
+        if t.device.type != "cuda":
+            self.buf, self.event = t.clone(), None
+        else:
+            self.buf = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+            self.buf.copy_(t, non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record()
+        self._values: Optional[list] = None
+
+    def values(self) -> list:
+        if self._values is None:
+            if self.event is not None:
+                self.event.synchronize()
+            self._values = self.buf.tolist()
+        return self._values

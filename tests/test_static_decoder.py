@@ -1,0 +1,273 @@
+"""The static-cache decoder (codeeval/generation/static_decoder.py), the GPU path, run on the CPU:
+the same slots, refills, device-side sampling and late host checks, without the CUDA graph.
+
+Models: tiny random-weight llama and qwen2 (grouped-query attention) built here with the test
+model's real byte-level tokenizer, and the test model itself (GPT-2, learned positions)."""
+from __future__ import annotations
+
+import logging
+import random
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Qwen2Config
+
+from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, sampling, seeds
+from codeeval.generation.decoder import BatchDecoder
+from codeeval.generation.requests import Job
+from codeeval.generation.static_decoder import StaticDecoder
+from codeeval.generation.transformers_backend import TransformersBackend
+
+CPU = torch.device("cpu")
+PROMPTS = [
+    'def add(a, b):\n    """Return the sum of a and b."""\n',
+    "import os\n\n\ndef list_files(path):\n    for name in os.listdir(path):\n",
+    "x = [",
+    "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n",
+    "def f(n):\n    return n",
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(demo_model_dir):
+    return AutoTokenizer.from_pretrained(demo_model_dir)
+
+
+def tiny(kind: str, vocab: int):
+    shape = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    torch.manual_seed(0)
+    cfg = LlamaConfig(**shape) if kind == "llama" else Qwen2Config(**shape)
+    model = AutoModelForCausalLM.from_config(cfg).eval()
+    model.generation_config.eos_token_id = None  # random weights: every row runs to its budget
+    return model
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen2", "gpt2"])
+def model(request, tokenizer, demo_model_dir):
+    if request.param == "gpt2":
+        m = AutoModelForCausalLM.from_pretrained(demo_model_dir).eval()
+        m.generation_config.eos_token_id = None
+        return m
+    return tiny(request.param, len(tokenizer))
+
+
+def jobs(tokenizer, n: int = 1, stops=(), budgets=(9, 23, 17, 31, 12)) -> list[Job]:
+    return [Job(ids=tokenizer(p)["input_ids"], budget=budgets[i % len(budgets)], stops=tuple(stops),
+                seed_key=(f"T/{i}", s)) for i, p in enumerate(PROMPTS) for s in range(n)]
+
+
+def static(model, tokenizer, args, slots=3, k=4, eos=(), **kw) -> StaticDecoder:
+    return StaticDecoder(model, tokenizer, args, CPU, list(eos), 0, slots=lambda length: slots, check_every=k, **kw)
+
+
+def dynamic(model, tokenizer, args, eos=()) -> BatchDecoder:
+    return BatchDecoder(model, tokenizer, args, CPU, list(eos), 0, draft_tokens=0)
+
+
+GREEDY = GenerationArgs(do_sample=False)
+SAMPLED = GenerationArgs(do_sample=True, temperature=0.8, top_p=0.95, top_k=50, seed=7)
+
+
+@torch.inference_mode()
+def test_greedy_equals_the_dynamic_decoder_and_hf_generate_one_prompt_at_a_time(model, tokenizer):
+    """Prompts of different lengths in 3 slots, refilled as rows end: each slot has its own
+    positions and mask, so the output is HF's own one-prompt greedy generate, token for token."""
+    rows = jobs(tokenizer)
+    got = static(model, tokenizer, GREEDY).decode(rows)
+    assert got == dynamic(model, tokenizer, GREEDY).decode(rows)
+    for row, (text, n, reason) in zip(rows, got):
+        ids = torch.tensor([row.ids])
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=row.budget, do_sample=False,
+                             pad_token_id=0)
+        assert text == tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=False)
+        assert (n, reason) == (row.budget, "length")
+    # eos ends a row exactly where it appears: a token the greedy rows produce mid-way
+    eos = tokenizer(got[1][0])["input_ids"][5]
+    ended = static(model, tokenizer, GREEDY, eos=[eos]).decode(rows)
+    assert ended == dynamic(model, tokenizer, GREEDY, eos=[eos]).decode(rows)
+    assert any(reason == "eos" and n < row.budget for row, (_, n, reason) in zip(rows, ended))
+
+
+@torch.inference_mode()
+def test_samples_do_not_depend_on_the_batch_or_the_slots(tokenizer):
+    """Each token is drawn with the row's own counter-based uniform, computed on the device: a
+    row's sample is the same alone, among other rows, in another order, with 1 to 16 slots, and
+    the same as the dynamic decoder's (which draws its uniforms on the host)."""
+    model = tiny("llama", len(tokenizer))
+    rows = jobs(tokenizer, n=3)
+    alone = [static(model, tokenizer, SAMPLED, slots=1).decode([r])[0] for r in rows]
+    for slots in (2, 5, 16):
+        assert static(model, tokenizer, SAMPLED, slots=slots).decode(rows) == alone
+    mixed = list(reversed(rows[::2]))
+    assert static(model, tokenizer, SAMPLED, slots=4).decode(mixed) == list(reversed(alone[::2]))
+    assert dynamic(model, tokenizer, SAMPLED).decode(rows) == alone
+    assert len({alone[0], alone[1], alone[2]}) == 3  # the samples of one prompt differ
+
+
+@torch.inference_mode()
+def test_a_stop_string_found_late_cuts_in_the_same_place(tokenizer):
+    """Stops are checked every k steps on the host; the tokens decoded past a row's stop are
+    dropped, so every k gives the text of checking every token."""
+    model = tiny("qwen2", len(tokenizer))
+    plain = static(model, tokenizer, GREEDY, k=1).decode(jobs(tokenizer))
+    # a stop string from the middle of each row's own text: found at a random step of a window
+    stops = tuple(text[len(text) // 2:len(text) // 2 + 2] for text, _, _ in plain)
+    rows = jobs(tokenizer, stops=stops)
+    expected = dynamic(model, tokenizer, GREEDY).decode(rows)
+    stopped = [n for _, n, reason in expected if reason == "stop"]
+    assert len(stopped) >= 3 and any(n % 8 for n in stopped)
+    for k in (1, 3, 8, 13):
+        assert static(model, tokenizer, GREEDY, k=k).decode(rows) == expected
+
+
+@pytest.mark.parametrize("slots, budgets, at, halvings", [(8, (9, 23, 17, 31, 12), 12, [8, 4, 2]),
+                                                          (16, (5, 5, 60, 5, 5), 20, [16, 4, 2])])
+@torch.inference_mode()
+def test_out_of_memory_halves_the_slots_and_loses_no_row(tokenizer, slots, budgets, at, halvings):
+    """torch.OutOfMemoryError raised from inside decode steps (the decoder's on_step hook, at the
+    at-th step of each slot count): rows finished before it are kept (each reported once), the
+    others start again with half the slots in use (16 short rows done, the 4 long ones use 4 of
+    8 slots: the next halving gives 2), and the output is that of a run without the fault."""
+    model = tiny("llama", len(tokenizer))
+    rows = jobs(tokenizer, n=4, budgets=budgets)
+    expected = static(model, tokenizer, SAMPLED, slots=8).decode(rows)
+    seen = []
+
+    def fault(slots: int, step: int) -> None:
+        seen.append(slots)
+        if slots > 2 and seen.count(slots) == at:
+            raise torch.OutOfMemoryError(f"simulated: {slots} slots at step {step}")
+
+    faulty = static(model, tokenizer, SAMPLED, slots=slots, on_step=fault)
+    finished = []
+    assert faulty.decode(rows, on_end=finished.append) == expected
+    assert list(dict.fromkeys(seen)) == halvings and faulty.stats["restarts"] == len(halvings) - 1
+    assert sorted(finished) == list(range(len(rows)))  # each row reported once, none lost
+    with pytest.raises(RuntimeError, match="CUDA error: an illegal memory access"):  # anything else goes up
+        static(model, tokenizer, SAMPLED, on_step=lambda s, t: (_ for _ in ()).throw(
+            RuntimeError("CUDA error: an illegal memory access was encountered"))).decode(rows)
+
+
+def test_device_uniforms_equal_seeds_uniform_bit_for_bit():
+    rng = random.Random(0)
+    row_seeds = [0, 1, (1 << 63) - 1, 1 << 62] + [seeds.sample_seed(3, f"HumanEval/{i}", s)
+                                                  for i in range(40) for s in range(5)]
+    steps = [0, 1, (1 << 62) + 5, 2047] + [rng.randrange(1 << 40) for _ in range(200)]
+    got = sampling.uniforms(torch.tensor(row_seeds), torch.tensor(steps)).tolist()
+    assert got == [seeds.uniform(a, b) for a, b in zip(row_seeds, steps)]
+    assert all(0.0 <= u < 1.0 for u in got) and len(set(got)) == len(got)
+
+
+def test_the_backend_option_chooses_the_decoder_and_both_agree(demo_model_dir):
+    """``decoder`` is a backend option: dynamic by default on a CPU, static where asked; same
+    outputs through the backend (stop words, eos, greedy copies, progress)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_transformers_backend import PROMPTS as TOY, make_task, requests_for
+    from codeeval.benchmarks.spec import Problem
+
+    problems = [Problem(f"T/{i}", i, p, {}) for i, p in enumerate(TOY)]
+    task = make_task(problems, stops=("\n",))
+    args = GenerationArgs(do_sample=False, max_new_tokens=40, max_batch_rows=4)
+    outs = {}
+    for options in ((), (("decoder", "static"), ("check_every", "5"))):
+        b = TransformersBackend(BackendSpec("transformers", demo_model_dir, args, options=options))
+        assert b.decoder == (dict(options).get("decoder") or "dynamic")
+        reqs = requests_for(problems, 2, ("\n", b.eos_text()))
+        done = []
+        outs[options] = [(o.raw, o.n_tokens, o.finish_reason) for o in b.generate(task, problems, reqs, done.append)]
+        assert sum(done) == len(reqs)
+    a, b = outs.values()
+    assert a == b and {r for _, _, r in a} >= {"stop"}
+    with pytest.raises(ValueError, match="decoder must be one of static, dynamic"):
+        TransformersBackend(BackendSpec("transformers", demo_model_dir, args, options=(("decoder", "paged"),)))
+
+
+def test_a_model_the_static_cache_cannot_hold_is_decoded_by_the_dynamic_decoder(tokenizer, demo_model_dir, caplog):
+    """Sliding-window layers need a mask the slot cache does not make: the backend says so and
+    decodes with the dynamic decoder."""
+    cfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, use_sliding_window=True, sliding_window=8,
+                      max_window_layers=0, max_position_embeddings=512)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg).eval()
+    args = GenerationArgs(do_sample=False, max_new_tokens=12)
+    b = TransformersBackend(BackendSpec("transformers", demo_model_dir, args, options=(("decoder", "static"),)),
+                            model=model, tokenizer=tokenizer)
+    from codeeval.benchmarks.spec import Problem, TaskSpec
+
+    problems = [Problem(f"T/{i}", i, p, {}) for i, p in enumerate(PROMPTS)]
+    task = TaskSpec("toy", "toy", lambda o: problems, (), lambda p, r, e: r, lambda p: "", ())
+    reqs = [GenRequest(p.task_id, 0, p.prompt, ()) for p in problems]
+    with caplog.at_level(logging.WARNING):
+        got = b.generate(task, problems, reqs)
+    assert b.decoder == "dynamic" and "decoding with decoder=dynamic" in caplog.text
+    expected = dynamic(model, tokenizer, args).decode([Job(ids=tokenizer(p.prompt)["input_ids"], budget=12, stops=(),
+                                                           seed_key=(p.task_id, 0)) for p in problems])
+    assert [(o.raw, o.n_tokens, o.finish_reason) for o in got] == expected
+
+
+DEPRECATED = (DeprecationWarning, FutureWarning)
+# frames between a call of ours and the warning it caused: torch's module call, transformers'
+# argument decorators and logging helpers
+PASS_THROUGH = ("/warnings.py", "/logging/__init__.py", "/functools.py", "/contextlib.py", "torch/nn/modules/module.py",
+                "torch/utils/_contextlib.py", "transformers/utils/", "transformers/deprecation", __file__)
+
+
+def caller(stack) -> str:
+    """The file of the first frame, from the innermost, that is not pass-through."""
+    for frame in reversed(stack):
+        if not any(p in frame.filename for p in PASS_THROUGH):
+            return frame.filename
+    return ""
+
+
+class Deprecations(logging.Handler):
+    """Deprecation warnings and transformers' 'deprecated' log lines, each with the file whose
+    call caused it (from the stack when it was emitted)."""
+
+    def __init__(self):
+        super().__init__()
+        self.found: list[tuple[str, str]] = []
+
+    def emit(self, record):
+        if "deprecat" in record.getMessage().lower():
+            self.found.append((caller(__import__("traceback").extract_stack()), record.getMessage()))
+
+    def showwarning(self, message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, DEPRECATED):
+            self.found.append((caller(__import__("traceback").extract_stack()), str(message)))
+
+    def ours(self) -> list[str]:
+        package = str(Path(sys.modules["codeeval"].__file__).parent)
+        return [message for path, message in self.found if path.startswith(package)]
+
+
+@torch.inference_mode()
+def test_our_calls_into_transformers_raise_no_deprecation(tokenizer):
+    """Both decoders' model calls (prefill, steps, the cache they read back) pass nothing that
+    transformers deprecates (5.24: ``past_key_values`` -> ``cache``); a deprecated call made
+    outside codeeval is seen by the same check and not counted."""
+    from transformers.utils import logging as hf_logging
+
+    model = tiny("llama", len(tokenizer))
+    rows = jobs(tokenizer, n=2)
+    check = Deprecations()
+    hf_logging.warning_once.cache_clear()
+    logger = logging.getLogger("transformers")
+    logger.addHandler(check)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = check.showwarning
+            for args in (GREEDY, SAMPLED):
+                dynamic(model, tokenizer, args).decode(rows)
+                static(model, tokenizer, args).decode(rows)
+            model(input_ids=torch.tensor([rows[0].ids]), past_key_values=None, use_cache=True).past_key_values
+    finally:
+        logger.removeHandler(check)
+    assert check.ours() == []
+    assert any("past_key_values" in message for _, message in check.found)  # the outside call was seen
