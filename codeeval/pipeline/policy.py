@@ -13,7 +13,7 @@ worker's own environment (docs/security.md, "Team server"):
                                 it, runs/ in the worker's directory, and no other output path)
   CODEEVAL_DATA_ROOTS           directories a run may read (data, saved generations, local models,
                                 Source_Code), separated by ':'; the storage root is readable too
-  CODEEVAL_WORKER_MAX_WORKERS   sandbox workers per run (default: the host's cores)
+  CODEEVAL_WORKER_MAX_WORKERS   sandbox workers a run may ask for (default: the host's cores)
   CODEEVAL_WORKER_MAX_MEMORY_MB memory per program (default: Limits' default)
 
 Never allowed in a deployment run: `..` in a name or path, and an API key as a parameter (it
@@ -39,7 +39,6 @@ ALLOW_ENV = "CODEEVAL_WORKER_ALLOW"
 DATA_ROOTS_ENV = "CODEEVAL_DATA_ROOTS"
 MAX_WORKERS_ENV = "CODEEVAL_WORKER_MAX_WORKERS"
 MAX_MEMORY_ENV = "CODEEVAL_WORKER_MAX_MEMORY_MB"
-ALLOWANCES = ("local-executor", "trust-remote-code", "any-path", "over-caps")
 SECRET_OPTIONS = ("api_key",)  # backend options that hold a secret
 
 
@@ -124,10 +123,9 @@ class WorkerPolicy:
 
     def _over_caps(self, request: Request) -> list[str]:
         out = []
-        workers = request.n_workers or os.cpu_count() or 1
-        if workers > self.max_workers:
-            out.append(f"n_workers {workers} is over this worker's cap of {self.max_workers} ({MAX_WORKERS_ENV}) "
-                       "(allow: over-caps)")
+        if request.n_workers > self.max_workers:  # 0: the host's own default
+            out.append(f"n_workers {request.n_workers} is over this worker's cap of {self.max_workers} "
+                       f"({MAX_WORKERS_ENV}) (allow: over-caps)")
         if request.limits.memory_mb > self.max_memory_mb:
             out.append(f"memory_mb {request.limits.memory_mb} is over this worker's cap of {self.max_memory_mb} "
                        f"({MAX_MEMORY_ENV}) (allow: over-caps)")
