@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 
-from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from codeeval.core.errors import RunFailed
@@ -35,11 +34,11 @@ def worker_policy() -> "WorkerPolicy | None":
 
 
 def enforce(policy: "WorkerPolicy | None", request: Request, artifact: str) -> None:
-    """Raise RunRefused (after logging it and writing the `artifact` summary) if `policy` refuses."""
+    """Raise RunRefused (after writing the `artifact` summary) if `policy` refuses: the run's log
+    (and `--watch`) shows it once, as the exception that ended the run."""
     if policy is None or not (refusals := policy.refusals(request)):
         return
     line = refusal_line(refusals, socket.gethostname())
-    get_run_logger().error("%s", line)
     create_markdown_artifact(f"# Refused\n\n**{_markdown_text(line)}**\n",
                              key=failures.artifact_key("summary", artifact), description=line[:500])
     raise RunRefused(line)
