@@ -244,21 +244,29 @@ def with_page(tmp: Path, profile: str, drive):
         proc.wait()
 
 
-def chromium_click(url: str, tab: str, tmp: Path, name: str) -> str:
-    """The page after a click on the element whose text is `tab` (the Prefect UI ignores a
-    ?tab= in the address), through Chromium's DevTools protocol; its text, and a screenshot kept."""
-    click = ("(() => { const el = [...document.querySelectorAll('button, a, [role=tab], li, div')].reverse()"
-             f".find(e => e.textContent.trim() === {json.dumps(tab)}); if (el) {{ el.click(); return true; }}"
-             " return false; })()")
+def chromium_ui(srv: "Server", path: str, name: str, click: str | None = None) -> str:
+    """A page of the server's UI as its user sees it: logged in with the test's credential (the UI
+    keeps it in localStorage, as its login form does), then `path`, then a click on the element
+    whose text is `click` (the Prefect UI ignores a ?tab= in the address); the page's text and
+    its DOM, a screenshot kept."""
+    select = ("(() => { const el = [...document.querySelectorAll('button, a, [role=tab], li, div')].reverse()"
+              f".find(e => e.textContent.trim() === {json.dumps(click)}); if (el) {{ el.click(); return true; }}"
+              " return false; })()")
 
     async def drive(page: Page) -> str:
-        await page.call("Page.navigate", url=url)
+        await page.call("Page.navigate", url=srv.ui)
+        for _ in range(60):
+            if await page.evaluate("document.readyState === 'complete'"):
+                break
+            await asyncio.sleep(0.5)
+        await page.evaluate(f"localStorage.setItem('prefect-password', btoa({json.dumps(srv.env['PREFECT_API_AUTH_STRING'])}))")
+        await page.call("Page.navigate", url=srv.ui + path)
         for _ in range(120):
             await asyncio.sleep(0.5)
-            if await page.evaluate(click):
+            if await page.evaluate(select if click else "document.readyState === 'complete'"):
                 break
-        await asyncio.sleep(5)  # the tab's content loads from the API
+        await asyncio.sleep(5)  # the content loads from the API
         await page.screenshot(name)
-        return await page.evaluate("document.body.innerText")
+        return await page.evaluate("document.body.innerText + '\\n' + document.documentElement.outerHTML")
 
-    return with_page(tmp, "chromium-cdp", drive)
+    return with_page(srv.tmp, "chromium-ui", drive)

@@ -20,8 +20,7 @@ from team_server import (
     REPO,
     STOP_S,
     Server,
-    chromium_click,
-    chromium_page,
+    chromium_ui,
     copy_checkout,
     free_port,
     start_postgres,
@@ -151,10 +150,9 @@ def test_evaluate_deployment_runs_shards_on_pools_and_explains_a_failure(server,
                                                               "key": {"like_": "failures-generate-humaneval-shard-000-"}}})
     assert "| HumanEval/0 | 0 | error |" in artifact["data"] and "broken-run" in artifact["data"]
     if CHROMIUM and server.database == "sqlite":
-        text = chromium_click(f"{srv.ui}/runs/flow-run/{parent['id']}", "Artifacts", srv.tmp,
-                              "ui-evaluate-run-artifacts.png")
+        text = chromium_ui(srv, f"/runs/flow-run/{parent['id']}", "ui-evaluate-run-artifacts.png", click="Artifacts")
         assert summary["key"] in text and "Couldn't instantiate the backend tokenizer" in text
-        dom = chromium_page(f"{srv.ui}/artifacts/artifact/{summary['id']}", srv.tmp, "ui-evaluate-summary.png")
+        dom = chromium_ui(srv, f"/artifacts/artifact/{summary['id']}", "ui-evaluate-summary.png")
         assert "Couldn" in dom and "generate-humaneval-shard-000" in dom
 
 
