@@ -207,7 +207,8 @@ def _evaluate(config: RunConfig) -> dict:
         raise RunFailed(message)
 
     reuse = {name: Reuse(generate=(sum(map(_cached, gens[name])), len(gens[name])),
-                         execute=(sum(map(_cached, execs[name])), len(execs[name])))
+                         execute=(sum(map(_cached, execs[name])), len(execs[name])),
+                         generate_reused=tuple(i for i, f in enumerate(gens[name]) if _cached(f)))
              for name in config.tasks}
     for name, counts in reuse.items():
         log.info("%s: reused %d/%d generation and %d/%d execution shards from cache", name,
