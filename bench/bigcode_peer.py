@@ -13,8 +13,7 @@ Tokens/s counts the tokens of each post-processed completion after its prompt (b
 At n=1 the greedy generations files are compared byte for byte.
 
 Offline set-up, cached in $CODEEVAL_CACHE/bigcode-peer (default ~/.cache/codeeval/bigcode-peer):
-* model/: the SmolLM2 GGUF dequantized (fp32) into an HF directory: transformers refuses
-  save_pretrained of a GGUF-loaded model, so its weights go through from_config + load_state_dict.
+* model/: the SmolLM2 GGUF dequantized (fp32) into an HF directory (scripts/fetch-smollm2.py --hf).
 * hf/: HF_HOME holding what `load_dataset("openai_humaneval")` leaves in datasets' cache, built by
   datasets' JSON builder from ../shared/data/humaneval (tests/test_multiple_hf.py's recipe).
 Both processes get HF_HUB_OFFLINE=1, HF_DATASETS_OFFLINE=1 and OMP_WAIT_POLICY=PASSIVE.
@@ -55,19 +54,13 @@ def python(code: str, env: dict) -> None:
 
 
 def ensure_model(root: Path, gguf: Path) -> Path:
+    """scripts/fetch-smollm2.py --hf: the dequantized HF directory (the one `transformers serve` serves
+    in tests/test_openai_server.py)."""
     out = root / "model"
-    if not (out / "config.json").is_file():
-        python(f"""
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-            d, f, out = {str(gguf.parent)!r}, {gguf.name!r}, {str(out)!r}
-            tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
-            src = AutoModelForCausalLM.from_pretrained(d, gguf_file=f)
-            model = AutoModelForCausalLM.from_config(src.config)
-            model.load_state_dict(src.state_dict())
-            model.generation_config = src.generation_config
-            model.save_pretrained(out)
-            tok.save_pretrained(out)
-        """, child_env(root / "hf"))
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "fetch-smollm2.py"), "--dir", str(gguf.parent),
+                           "--hf", str(out)], env=child_env(root / "hf"), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr[-3000:])
     return out
 
 

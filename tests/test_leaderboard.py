@@ -132,3 +132,25 @@ def test_scores_carry_the_standard_error_interval_and_problems(tmp_path, capsys)
     assert lines[1:] == [["humaneval", "pass@1", "ref", "1.0000", "±", "0.0000", "[1.0000,", "1.0000]", "164"],
                          ["humaneval", "pass@1", "weak", "0.2500", "±", "0.1250", "[0.0050,", "0.4950]", "8"],
                          ["conala", "bleu", "weak", "0.1016", "±", "0.0274", "[0.0583,", "0.1321]", "2"]]
+
+
+def test_a_model_behind_an_api_shows_its_tokens(tmp_path):
+    """results.json's `api` usage: the markdown table and the nightly page give tokens per model."""
+    from codeeval.pipeline import leaderboard_html, nightly
+
+    api = {"humaneval": {"problems": 8, "primary": "pass@1",
+                         "api": {"prompt_tokens": 861, "completion_tokens": 208, "requests_sent": 8}},
+           "mbpp": {"problems": 5, "primary": "pass@1", "api": {"prompt_tokens": 1000, "completion_tokens": 100}}}
+    served = tmp_path / "served.json"
+    served.write_text(json.dumps({"humaneval": {"pass@1": 0.125}, "mbpp": {"pass@1": 0.2}, "config": {"model": "gpt-x"},
+                                  "codeeval": {"tasks": api}}))
+    local = write(tmp_path / "local.json", "local", {"humaneval": {"pass@1": 0.5}}, {"humaneval": 8})
+    lines = table(load_results([str(served), local])).splitlines()
+    assert lines[0].rstrip("| ").endswith("tokens (prompt + completion)")
+    assert lines[2].rstrip("| ").endswith("1,861 + 308") and lines[3].rstrip("| ").endswith("-")
+    rows = nightly.rows_of(json.loads(served.read_text()), "2026-11-24")
+    assert {(r["task"], r["prompt_tokens"], r["completion_tokens"]) for r in rows} == {("humaneval", 861, 208),
+                                                                                      ("mbpp", 1000, 100)}
+    nightly.write_leaderboard(tmp_path / "board.parquet", rows)  # the schema holds them
+    page = leaderboard_html.render(rows, "2026-11-24 (t)", [], None, {}, [("t", rows)])
+    assert "<th>tokens (prompt + completion)</th>" in page and 'data-value="2169"' in page and "1,861 + 308" in page

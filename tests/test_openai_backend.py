@@ -3,6 +3,7 @@ request and response shapes of /v1/completions and /v1/chat/completions."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,6 +12,7 @@ import pytest
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, open_backend
+from codeeval.generation.base import CallContext
 from codeeval.generation.openai_backend import OpenAIBackend
 
 PROMPTS = ['def add(a, b):\n    """Add."""\n', "def sub(a, b):\n", "def mul(a, b):\n"]
@@ -23,6 +25,9 @@ class FakeServer:
         self.max_in_flight = 0
         self.fail_first = {}  # prompt prefix -> number of 429/503 answers still to give
         self.reject = {}  # prompt text -> HTTP status always answered (e.g. 400)
+        self.stuck = {}  # prompt text -> attempts still to leave unanswered (nothing sent until closed)
+        self.malformed = set()  # prompt texts answered 200 with a body that is not an OpenAI response
+        self.closed = threading.Event()  # set when the stuck attempts' connections were closed
         self.lock = threading.Lock()
         server = self
 
@@ -45,19 +50,53 @@ class FakeServer:
                         for key, code in server.reject.items():
                             if key in text:
                                 return self._send(code, {"error": {"message": "bad request"}})
+                        stuck = next((k for k, left in server.stuck.items() if k in text and left > 0), None)
+                        if stuck:
+                            server.stuck[stuck] -= 1
+                        if any(k in text for k in server.malformed):
+                            return self._send(200, "<html>proxy error</html>")
+                    if stuck:  # say nothing until the client gives up on this connection
+                        self.connection.settimeout(10)
+                        if self.connection.recv(1) == b"":
+                            server.closed.set()
+                        return None
+                    with server.lock:
                         for key, left in server.fail_first.items():
                             if key in text and left > 0:
                                 server.fail_first[key] = left - 1
                                 return self._send(429 if left % 2 else 503, {"error": {"message": "slow down"}},
                                                   {"Retry-After": "0"})
                     if self.path == "/v1/completions":
-                        return self._send(200, server.completion(body))
-                    if self.path == "/v1/chat/completions":
-                        return self._send(200, server.chat(body))
-                    return self._send(404, {"error": {"message": "not found"}})
+                        answer = server.completion(body)
+                    elif self.path == "/v1/chat/completions":
+                        answer = server.chat(body)
+                    else:
+                        return self._send(404, {"error": {"message": "not found"}})
+                    return self._stream(answer) if body.get("stream") else self._send(200, answer)
                 finally:
                     with server.lock:
                         server.in_flight -= 1
+
+            def _stream(self, answer):
+                """The answer as server-sent events: a chunk per word, the finish reason, the usage, [DONE]."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                choice = answer["choices"][0]
+                chat = "message" in choice
+                text = choice["message"]["content"] if chat else choice["text"]
+                head = {k: v for k, v in answer.items() if k not in ("choices", "usage")}
+                for word in re.findall(r"\s*\S+\s*", text) or [""]:
+                    piece = {"delta": {"content": word}} if chat else {"text": word}
+                    self._event({**head, "choices": [{"index": 0, **piece, "finish_reason": None}]})
+                last = {k: v for k, v in choice.items() if k not in ("message", "text")}
+                self._event({**head, "choices": [{**last, **({"delta": {}} if chat else {"text": ""})}]})
+                self._event({**head, "choices": [], "usage": answer["usage"]})
+                self.wfile.write(b"data: [DONE]\n\n")
+
+            def _event(self, obj):
+                self.wfile.write(f"data: {json.dumps(obj)}\n\n".encode())
+                self.wfile.flush()
 
             def _send(self, code, obj, headers=None):
                 data = json.dumps(obj).encode()
@@ -161,12 +200,72 @@ def test_sampling_sends_per_sample_seeds_and_respects_concurrency(server, proble
 
 
 def test_retries_with_backoff_then_succeeds(server, problems):
+    """A burst of 429/503: each retry is one line and counted, and concurrency halves."""
     task = task_for(problems)
     server.fail_first = {"def sub": 3}
+    said, context = [], CallContext(say=lambda line: said.append(line))
     outs = OpenAIBackend(spec(server)).generate(
-        task, problems, [GenRequest(p.task_id, 0, p.prompt, task.stop_words) for p in problems])
+        task, problems, [GenRequest(p.task_id, 0, p.prompt, task.stop_words) for p in problems], context=context)
     assert outs[1].raw == "    return sub_result\n"
     assert sum(1 for r in server.requests if "def sub" in r["prompt"]) == 4
+    retries = [line for line in said if "sent again" in line]
+    assert len(retries) == 3 and all("T/1: HTTP 429" in line or "T/1: HTTP 503" in line for line in retries), said
+    assert context.usage["retries"] == 3 and context.usage["requests_sent"] == 6 and context.usage["answered"] == 3
+    assert context.usage["concurrency"] == [8, 1]  # halved on each 429/503: 8 -> 4 -> 2 -> 1
+
+
+def test_a_silent_server_is_closed_then_asked_again_and_said_so(server, problems):
+    """The server takes a request and sends nothing: after `timeout_s` of silence on every request in
+    flight the connection is closed (the server sees it: a streaming server stops that work) and the
+    request sent again; one line says so, results count it as a timeout."""
+    task = task_for(problems)
+    server.stuck = {"def sub": 1}
+    said, context = [], CallContext(say=lambda line: said.append(line))
+    started = time.monotonic()
+    outs = OpenAIBackend(spec(server, timeout_s="0.5")).generate(
+        task, problems, [GenRequest(p.task_id, 0, p.prompt, task.stop_words) for p in problems], context=context)
+    assert outs[1].raw == "    return sub_result\n" and time.monotonic() - started < 5
+    assert server.closed.wait(5)  # the stuck attempt's connection was closed, not left to the server
+    assert sum(1 for r in server.requests if "def sub" in r["prompt"]) == 2
+    (line,) = [line for line in said if "no sign of life" in line]
+    assert "T/1: no sign of life from the server for 0.5 s" in line and "stall limit now 1 s" in line, said
+    assert context.usage["timeouts"] == 1 and context.usage["retries"] == 0
+
+
+def test_a_malformed_answer_fails_at_once(server, problems):
+    from codeeval.generation.openai_backend import HTTPError
+
+    task = task_for(problems)
+    server.malformed = {"def add"}
+    with pytest.raises(HTTPError, match="malformed answer"):
+        OpenAIBackend(spec(server, stream="false")).generate(task, problems[:1], [GenRequest("T/0", 0, PROMPTS[0], ())])
+    assert len(server.requests) == 1
+
+
+def test_answers_are_journaled_and_never_asked_twice(server, problems, tmp_path):
+    """A call that fails after some answers: the next one sends only what was never answered; one
+    whose answers are all journaled sends nothing, and gives the same outputs."""
+    from codeeval.generation.openai_backend import HTTPError
+
+    task = task_for(problems)
+    args = GenerationArgs(do_sample=True, temperature=0.8, n_samples=4, max_new_tokens=8)
+    reqs = [GenRequest(p.task_id, s, p.prompt, ()) for p in problems for s in range(4)]
+    server.reject = {"def mul": 400}
+    with pytest.raises(HTTPError, match="400"):
+        OpenAIBackend(spec(server, args, concurrency="1")).generate(task, problems, reqs,
+                                                                    context=CallContext(journal=tmp_path))
+    answered = len(server.requests) - 1  # all but the rejected one
+    assert answered >= 1
+    server.reject, server.requests = {}, []
+    first = CallContext(journal=tmp_path)
+    outs = OpenAIBackend(spec(server, args)).generate(task, problems, reqs, context=first)
+    assert len(server.requests) == len(reqs) - answered and first.usage["from_journal"] == answered
+    server.requests = []
+    again = CallContext(journal=tmp_path)
+    assert OpenAIBackend(spec(server, args)).generate(task, problems, reqs, context=again) == outs
+    assert server.requests == [] and again.usage["from_journal"] == len(reqs) and again.usage["requests_sent"] == 0
+    journal = next((tmp_path / "requests").iterdir())
+    assert "sk-test" not in "".join(p.read_text() for p in journal.iterdir())  # the key is nowhere in it
 
 
 def test_gives_up_after_max_retries_and_reports_client_errors(server, problems):

@@ -82,12 +82,17 @@ def write_atomically(path: Path, write, publish: bool = True) -> Path:
 
 
 KEY_FIELD = b"codeeval.key"
+USAGE_FIELD = b"codeeval.usage"
 
 
-def write_table(path: Path, rows: Iterable[Mapping[str, Any]], schema: pa.Schema, key: str | None = None) -> Path:
-    """`key` (a shard's cache key) goes in the file's metadata: see `written_with`."""
-    if key is not None:
-        schema = schema.with_metadata({**(schema.metadata or {}), KEY_FIELD: key.encode()})
+def write_table(path: Path, rows: Iterable[Mapping[str, Any]], schema: pa.Schema, key: str | None = None,
+                usage: Optional[dict] = None) -> Path:
+    """`key` (a shard's cache key) goes in the file's metadata: see `written_with`; so does `usage`, what
+    generating the shard cost (an API backend's requests and tokens: `read_usage`), which travels with it."""
+    extra = {**({KEY_FIELD: key.encode()} if key is not None else {}),
+             **({USAGE_FIELD: json.dumps(usage).encode()} if usage else {})}
+    if extra:
+        schema = schema.with_metadata({**(schema.metadata or {}), **extra})
     table = pa.Table.from_pylist(list(rows), schema=schema)
     return write_atomically(path, lambda tmp: pq.write_table(table, tmp))
 
@@ -100,6 +105,15 @@ def written_with(path: Path, key: str) -> bool:
     except (OSError, pa.ArrowInvalid):
         return False
     return metadata.get(KEY_FIELD) == key.encode()
+
+
+def read_usage(path: Path) -> Optional[dict]:
+    """The usage a shard's file was written with (write_table), else None."""
+    try:
+        metadata = pq.read_schema(storage.fetch(path)).metadata or {}
+    except (OSError, pa.ArrowInvalid):
+        return None
+    return json.loads(metadata[USAGE_FIELD]) if USAGE_FIELD in metadata else None
 
 
 def read_rows(path: Path, columns: Optional[Sequence[str]] = None) -> list[dict]:

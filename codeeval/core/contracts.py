@@ -28,6 +28,7 @@ class Reuse:
 
     generate: tuple[int, int]
     execute: tuple[int, int]
+    generate_reused: tuple[int, ...] = ()  # which generation shards (their indices) were reused
 
 
 @dataclass(frozen=True)

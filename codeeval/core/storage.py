@@ -78,6 +78,25 @@ def fetch(path: Path) -> Path:
     return files.write_atomically(path, lambda tmp: fs.get_file(key, tmp))
 
 
+def fetch_dir(path: Path) -> Path:
+    """Every file the store has under the folder `path` that this host lacks or holds shorter (files
+    that other hosts append to, e.g. the request journal's); a no-op without a store."""
+    if (remote := _remote(path)) is not None:
+        fs, key = remote
+        if fs.isdir(key):
+            for info in fs.find(key, detail=True).values():
+                local = path / Path(info["name"]).relative_to(key)
+                if not local.exists() or local.stat().st_size < (info.get("size") or 0):
+                    files.write_atomically(local, lambda tmp, name=info["name"]: fs.get_file(name, tmp))
+    return path
+
+
+def root() -> Path:
+    """Where the runs of this storage live on this host (run_dir's parent): files that every run
+    under it shares, such as the request journal, go here."""
+    return run_dir("_").parent
+
+
 def run_dir(run_id: str) -> Path:
     """Where the run `run_id` lives on this host when no --output_dir names it: under
     CODEEVAL_STORAGE (a path every host sees alike, or this host's mirror of a URL), else runs/."""

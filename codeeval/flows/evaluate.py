@@ -27,7 +27,8 @@ from codeeval.core.fingerprint import code_version, digest
 from codeeval.executors.pool import POOL
 from codeeval.flows.guard import enforce, worker_policy
 from codeeval.flows.logs import explain_failures
-from codeeval.flows.stages import EXECUTE, GENERATE, StageFailed, remote_shard, use_deployments
+from codeeval.flows.stages import (EXECUTE, GENERATE, StageFailed, generation_deployment, remote_shard,
+                                   use_deployments)
 from codeeval.generation import backend_class, devices
 from codeeval.generation.base import GenerationArgs
 from codeeval.pipeline import failures
@@ -119,8 +120,9 @@ def _evaluate(config: RunConfig) -> dict:
     # stages.crashed); a failing model is never retried
     retries = {"retries": config.infra_retries, "retry_delay_seconds": config.retry_delay_s}
     remote = use_deployments(config.stages)  # shards as flow runs on the gpu / cpu work pools
+    generate = generation_deployment(backend.kind) if remote else GENERATE
     if remote:
-        log.info("shards run on work pools through the %s and %s deployments", GENERATE, EXECUTE)
+        log.info("shards run on work pools through the %s and %s deployments", generate, EXECUTE)
         device_specs = [backend]  # each gpu host picks its own device; its pool bounds concurrency
     remote_retries = {"infra_retries": config.infra_retries, "retry_delay_s": config.retry_delay_s,
                       "run_id": config.run_id}
@@ -155,7 +157,7 @@ def _evaluate(config: RunConfig) -> dict:
             run_name = f"generate-{name}-shard-{i:03d}"
             if remote:
                 gen = runs[run_name] = remote_shard.with_options(task_run_name=run_name, **retries).submit(
-                    GENERATE, run_name, dict(run_name=run_name, name=name, problems_path=plan.problems_path,
+                    generate, run_name, dict(run_name=run_name, name=name, problems_path=plan.problems_path,
                                              start=start, stop=stop, backend=backend, out_path=str(gen_path),
                                              cache_key=gen_key, **remote_retries), gen_key)
             else:
@@ -207,7 +209,8 @@ def _evaluate(config: RunConfig) -> dict:
         raise RunFailed(message)
 
     reuse = {name: Reuse(generate=(sum(map(_cached, gens[name])), len(gens[name])),
-                         execute=(sum(map(_cached, execs[name])), len(execs[name])))
+                         execute=(sum(map(_cached, execs[name])), len(execs[name])),
+                         generate_reused=tuple(i for i, f in enumerate(gens[name]) if _cached(f)))
              for name in config.tasks}
     for name, counts in reuse.items():
         log.info("%s: reused %d/%d generation and %d/%d execution shards from cache", name,

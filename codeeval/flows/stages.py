@@ -1,5 +1,7 @@
-"""Shards on work pools: the `generate-shard` (gpu pool) and `execute-shard` (cpu pool)
-deployments, and the task that the `evaluate` flow runs for each shard when it uses them.
+"""Shards on work pools: the `generate-shard` (gpu pool), `generate-shard-cpu` and `execute-shard`
+(cpu pool) deployments, and the task that the `evaluate` flow runs for each shard when it uses them.
+A backend that loads weights generates on the gpu pool; one that does not (an API, saved generations,
+the reference) on the cpu pool: a run that waits on a server must not hold a GPU worker.
 
 Why per-stage deployments (run_deployment) and not Prefect task workers: a work pool is the
 thing a team already points at its hosts (`prefect worker start --pool gpu`), with per-pool
@@ -24,11 +26,12 @@ from codeeval.executors import SandboxSpec
 from codeeval.executors.pool import POOL
 from codeeval.flows.guard import enforce, from_deployment, worker_policy
 from codeeval.flows.logs import explain_failures
-from codeeval.generation import BackendSpec, devices
+from codeeval.generation import LOADS_WEIGHTS, BackendSpec, devices
 from codeeval.pipeline.policy import shard_request
 from codeeval.tasks.shards import KEPT, _skipped, content_key, execute_shard, generate_shard
 
 GENERATE = "generate-shard/generate-shard"
+GENERATE_CPU = "generate-shard/generate-shard-cpu"
 EXECUTE = "execute-shard/execute-shard"
 explain_failures()  # this file is what a worker loads for a shard run
 
@@ -76,6 +79,24 @@ def use_deployments(mode: str) -> bool:
     return True
 
 
+def generation_deployment(kind: str) -> str:
+    """Where a backend of `kind` generates: the gpu pool's deployment for one that loads weights, the
+    cpu pool's for the others, if the server has it (a team that deployed before it had none: the gpu
+    pool's then, said once in the run's log)."""
+    if kind in LOADS_WEIGHTS:
+        return GENERATE
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_deployment_by_name(GENERATE_CPU)
+            return GENERATE_CPU
+        except Exception:  # noqa: BLE001 - ObjectNotFound
+            get_run_logger().warning("no %s deployment on this server (`prefect deploy --all` makes it): the %s "
+                                     "backend's shards take the gpu pool", GENERATE_CPU, kind)
+            return GENERATE
+
+
 @task(name="shard", retry_condition_fn=crashed)
 def remote_shard(deployment: str, run_name: str, parameters: dict, key: str, after=None) -> str:
     """Runs one shard as a flow run of `deployment` and waits for it. An execution shard gets
@@ -113,7 +134,8 @@ def _run_name() -> str:
 def generate_stage(run_name: str, name: str, problems_path: str, start: int, stop: int, backend: BackendSpec,
                    out_path: str, cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0,
                    run_id: str = "") -> str:
-    """One generation shard on this (gpu pool) host, on its first visible device."""
+    """One generation shard on this host: a gpu pool host's first visible device, or (generate-shard-cpu)
+    a cpu pool host that calls an API, replays saved generations or hands out the reference."""
     problems_path, out_path = storage.localize(problems_path), storage.localize(out_path)
     enforce(worker_policy(), shard_request({"problems_path": problems_path, "out_path": out_path},
                                            backend=backend, name=name), f"{run_name}-{run_id}")

@@ -16,6 +16,10 @@ BACKENDS = {
     "openai": "openai_backend:OpenAIBackend",
     "vllm": "vllm_backend:VLLMBackend",
 }
+# the backends that load a model's weights onto a device: in team mode their shards take the gpu pool;
+# the others (an API, saved generations, the reference) generate on the cpu pool, so that a run that
+# waits on the network holds no GPU worker (codeeval/flows/stages.py)
+LOADS_WEIGHTS = frozenset({"transformers", "vllm"})
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ finished programs (GenOutput.program), which skip post-processing as bigcode's
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
@@ -66,6 +68,18 @@ class GenOutput:
 Progress = Optional[Callable[[int], None]]
 
 
+@dataclass
+class CallContext:
+    """What the shard lends a backend beside its requests. A backend behind a paid API journals its
+    answered requests under the storage root `journal` (None: no journal), says each timeout and retry
+    in one line through `say` (the shard's log, so the terminal too) and puts what the call cost in
+    `usage` (requests sent and answered from the journal, tokens, seconds); the others ignore it."""
+
+    journal: Optional[Path] = None
+    say: Callable[[str], None] = field(default=logging.getLogger("codeeval.generation").warning)
+    usage: dict = field(default_factory=dict)
+
+
 class Backend(abc.ABC):
     name: str = "abstract"
 
@@ -92,7 +106,7 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def generate(self, task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest],
-                 progress: Progress = None) -> list[GenOutput]:
+                 progress: Progress = None, context: Optional[CallContext] = None) -> list[GenOutput]:
         """One GenOutput per request, in request order. `problems` holds every problem of
         the task in the run (a lookup table); `requests` are this shard's."""
 

@@ -1,7 +1,9 @@
 """OpenAI-compatible HTTP backend: ``/completions`` and ``/chat/completions``.
 
-Works with the OpenAI API and with servers that speak it (vLLM's and SGLang's OpenAI
-servers, llama.cpp's server, TGI's Messages API, ...). Standard library only.
+Works with the OpenAI API and with servers that speak it (vLLM's and SGLang's OpenAI servers,
+llama.cpp's server, ``transformers serve``, TGI's Messages API, ...). Standard library only; the HTTP
+side (streaming, the stall timeout, retries, concurrency that backs off) is
+codeeval/generation/api_client.py, the request journal codeeval/generation/journal.py.
 
 Settings come from ``BackendSpec.options`` (the CLI maps its flags onto them), then the
 environment, then defaults:
@@ -13,9 +15,15 @@ base_url           OPENAI_BASE_URL               default https://api.openai.com/
 api_key            OPENAI_API_KEY                sent as ``Authorization: Bearer ...``
 endpoint                                         ``completions`` or ``chat`` (default: chat
                                                  with --apply_chat_template, else completions)
-concurrency        CODEEVAL_OPENAI_CONCURRENCY   requests in flight at once (default 8)
-max_retries                                      retries of 429, 5xx and network errors (6)
-timeout_s                                        per request (default 120)
+concurrency        CODEEVAL_OPENAI_CONCURRENCY   requests in flight at once, at most (default
+                                                 8; halved while the server queues them)
+max_retries                                      retries of 429, 5xx, network errors and
+                                                 stalls (6)
+timeout_s                                        seconds the server may send nothing on every
+                                                 request in flight before they are closed and
+                                                 sent again (120; doubles after each stall)
+stream                                           ``true`` (default) or ``false``: answers as
+                                                 server-sent events, a token a sign of life
 backoff_s                                        first retry delay, doubled each time (1.0)
 max_stop                                         stop strings sent to the server (default 4,
                                                  OpenAI's limit; the rest are cut locally by
@@ -25,7 +33,7 @@ max_stop                                         stop strings sent to the server
 The budget is ``--max_new_tokens`` when given, else ``--max_length_generation`` (the
 server holds the tokenizer, so the prompt cannot be subtracted here). Sampled requests
 carry a per-sample ``seed`` (servers that honour it give reproducible samples); identical
-greedy requests are sent once.
+greedy requests are sent once, and a request the journal holds an answer to is not sent.
 
 Completions: ``raw`` is the returned text (the server strips the stop string it matched;
 post-processing cuts at the first stop either way). Chat: the whole answer's code block is
@@ -34,26 +42,22 @@ finished program.
 """
 from __future__ import annotations
 
-import json
 import os
-import random
+import queue
 import time
-import urllib.error
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.generation import chat
-from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress
+from codeeval.generation.api_client import Client, HTTPError  # noqa: F401 - HTTPError: what a failed call raises
+from codeeval.generation.api_pace import Cancelled
+from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress
+from codeeval.generation.journal import Journal, journal_dir, request_key
 from codeeval.generation.requests import Renderer, Rendering, request_stops, to_output
 from codeeval.generation.seeds import sample_seed
 
-RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
-
-
-class HTTPError(RuntimeError):
-    pass
+COUNTED = {"timeout": "timeouts", "retry": "retries", "slower": "slowdowns"}
 
 
 class OpenAIBackend(Backend):
@@ -73,6 +77,7 @@ class OpenAIBackend(Backend):
         self.concurrency = max(1, int(opts.get("concurrency") or os.environ.get("CODEEVAL_OPENAI_CONCURRENCY") or 8))
         self.max_retries = int(opts.get("max_retries", 6))
         self.timeout_s = float(opts.get("timeout_s", 120))
+        self.stream = str(opts.get("stream", "true")).lower() not in ("false", "0", "no")
         self.backoff_s = float(opts.get("backoff_s", 1.0))
         self.max_stop = int(opts.get("max_stop", 4))
         self.eos = opts.get("eos_text") or None
@@ -87,37 +92,6 @@ class OpenAIBackend(Backend):
     def eos_text(self) -> Optional[str]:
         return self.eos  # the server applies its own eos; none to add to the stop words
 
-    # -- HTTP ------------------------------------------------------------------------
-    def _post(self, path: str, body: dict) -> dict:
-        data = json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        delay = self.backoff_s
-        for attempt in range(self.max_retries + 1):
-            req = urllib.request.Request(f"{self.base_url}/{path}", data=data, headers=headers, method="POST")
-            retry_after = None
-            try:
-                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                    return json.loads(resp.read().decode())
-            except urllib.error.HTTPError as e:
-                detail = e.read().decode(errors="replace")[:500]
-                if e.code not in RETRY_STATUS or attempt == self.max_retries:
-                    raise HTTPError(f"POST {self.base_url}/{path}: HTTP {e.code}: {detail}") from None
-                retry_after = e.headers.get("Retry-After") if e.headers else None
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
-                if attempt == self.max_retries:
-                    raise HTTPError(f"POST {self.base_url}/{path}: {e}") from None
-            wait = delay * (1 + random.random() * 0.25)
-            if retry_after:
-                try:
-                    wait = max(wait, float(retry_after))
-                except ValueError:
-                    pass
-            time.sleep(wait)
-            delay *= 2
-        raise AssertionError("unreachable")
-
     # -- one request -----------------------------------------------------------------
     def _budget(self) -> int:
         a = self.args
@@ -125,7 +99,7 @@ class OpenAIBackend(Backend):
 
     def _sampling(self, req: GenRequest) -> dict:
         a = self.args
-        body = {"max_tokens": self._budget(), "n": 1}
+        body = {"max_tokens": self._budget()}  # no `n`: 1 is every server's default, and some reject the field
         if a.do_sample:
             body.update(temperature=a.temperature, top_p=a.top_p, seed=sample_seed(a.seed, req.task_id, req.sample))
             if a.top_k and a.top_k > 0 and "api.openai.com" not in self.base_url:
@@ -134,29 +108,28 @@ class OpenAIBackend(Backend):
             body.update(temperature=0.0, top_p=1.0, seed=a.seed)
         return body
 
-    def _one(self, task: TaskSpec, req: GenRequest, prepared: Rendering) -> GenOutput:
+    def _request(self, req: GenRequest, prepared: Rendering) -> tuple[str, dict]:
+        """(path, body) of one request."""
         rendered, fmt = prepared
         if rendered.mode == "messages":
-            body = {"model": self.spec.model, "messages": [{"role": "user", "content": rendered.text}]}
-            body.update(self._sampling(req))
-            resp = self._post("chat/completions", body)
-            choice = resp["choices"][0]
-            text = (choice.get("message") or {}).get("content") or ""
-        else:
-            stops = () if rendered.mode == "answer" else request_stops(req.stop, fmt)  # answers run whole
-            body = {"model": self.spec.model, "prompt": rendered.text}
-            body.update(self._sampling(req))
-            if stops and self.max_stop > 0:
-                body["stop"] = list(stops[: self.max_stop])
-            resp = self._post("completions", body)
-            choice = resp["choices"][0]
-            text = choice.get("text") or ""
-        return to_output(text, _usage(resp), _finish(choice), mode=rendered.mode, fmt=fmt, eos=self.eos,
-                         prompt=req.prompt, language=chat.language_of(task))
+            return "chat/completions", {"model": self.spec.model, "messages": [{"role": "user", "content": rendered.text}],
+                                        **self._sampling(req)}
+        stops = () if rendered.mode == "answer" else request_stops(req.stop, fmt)  # answers run whole
+        body = {"model": self.spec.model, "prompt": rendered.text, **self._sampling(req)}
+        if stops and self.max_stop > 0:
+            body["stop"] = list(stops[: self.max_stop])
+        return "completions", body
+
+    def _output(self, task: TaskSpec, req: GenRequest, prepared: Rendering, answer: dict) -> GenOutput:
+        rendered, fmt = prepared
+        usage = answer.get("usage") or {}
+        return to_output(answer.get("text") or "", int(usage.get("completion_tokens") or 0), _finish(answer),
+                         mode=rendered.mode, fmt=fmt, eos=self.eos, prompt=req.prompt, language=chat.language_of(task))
 
     # -- batch -----------------------------------------------------------------------
     def generate(self, task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest],
-                 progress: Progress = None) -> list[GenOutput]:
+                 progress: Progress = None, context: Optional[CallContext] = None) -> list[GenOutput]:
+        context = context or CallContext()
         by_id = {p.task_id: p for p in problems}
         groups: dict[tuple, list[int]] = {}
         for i, req in enumerate(requests):
@@ -166,37 +139,107 @@ class OpenAIBackend(Backend):
         for req in requests:
             if (req.task_id, req.prompt) not in prepared:
                 prepared[req.task_id, req.prompt] = self.renderer.render(task, by_id.get(req.task_id), req.prompt)
+        journal = Journal(journal_dir(context.journal, self.base_url, self.spec.model)) if context.journal else None
         outputs: list[Optional[GenOutput]] = [None] * len(requests)
+        tally = Tally()
+        lines: queue.Queue = queue.Queue()
+        client = Client(self.base_url, self.api_key, stream=self.stream, stall_s=self.timeout_s,
+                        concurrency=self.concurrency, max_retries=self.max_retries, backoff_s=self.backoff_s,
+                        note=lambda kind, line: lines.put((kind, line)))
+
+        def settle(idx: list[int], answer: dict) -> None:
+            req = requests[idx[0]]
+            out = self._output(task, req, prepared[req.task_id, req.prompt], answer)
+            for i in idx:
+                outputs[i] = GenOutput(out.raw, out.n_tokens, out.finish_reason, out.program)
+            if progress:
+                progress(len(idx))
+
+        def send(path: str, body: dict, key: str, label: str) -> dict:
+            try:
+                answer = client.post(path, body, label).record()
+            except BaseException:
+                client.close()  # now, in this thread: no request starts after one failed for good
+                raise
+            if journal is not None:
+                journal.put(key, answer)  # kept before anything else happens to it
+            return answer
+
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai")
+        futures = {}
+        started = time.monotonic()
         try:
-            futures = {}
             for idx in groups.values():
                 req = requests[idx[0]]
-                futures[pool.submit(self._one, task, req, prepared[req.task_id, req.prompt])] = idx
-            for fut in as_completed(futures):
-                idx = futures[fut]
-                out = fut.result()  # an error that outlived its retries fails the shard
-                for i in idx:
-                    outputs[i] = GenOutput(out.raw, out.n_tokens, out.finish_reason, out.program)
-                if progress:
-                    progress(len(idx))
+                path, body = self._request(req, prepared[req.task_id, req.prompt])
+                key = request_key(f"{self.base_url}/{path}", body)
+                if journal is not None and (kept := journal.get(key)) is not None:
+                    tally.add(kept, "from_journal")
+                    settle(idx, kept)
+                    continue
+                label = req.task_id if not self.args.do_sample else f"{req.task_id} sample {req.sample}"
+                futures[pool.submit(send, path, body, key, label)] = idx
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                self._say(lines, context, tally)
+                for fut in done:
+                    if isinstance(fut.exception(), Cancelled):
+                        continue  # stopped by the failure that the failed request's own future raises
+                    answer = fut.result()  # an error that outlived its retries fails the shard
+                    tally.add(answer, "answered")
+                    settle(futures[fut], answer)
         except BaseException:
             # fail at once: queued requests are cancelled (those in flight end on their own)
+            client.close()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
+        finally:
+            self._say(lines, context, tally)
+            if journal is not None:
+                journal.close()
+        client.close()
         pool.shutdown(wait=True)
+        context.usage.update(tally.usage(client, time.monotonic() - started if futures else 0.0))
         return outputs  # type: ignore[return-value]
 
+    def _say(self, lines: queue.Queue, context: CallContext, tally: "Tally") -> None:
+        """The notes of the client's threads, said from the shard's own thread (its log is the terminal's)."""
+        while True:
+            try:
+                kind, line = lines.get_nowait()
+            except queue.Empty:
+                return
+            tally.counts[COUNTED[kind]] += 1
+            context.say(f"openai {self.base_url}: {line}")
 
-def _usage(resp: dict) -> int:
-    usage = resp.get("usage") or {}
-    return int(usage.get("completion_tokens") or 0)
+
+class Tally:
+    """What one call cost: answers and their tokens, by where they came from."""
+
+    def __init__(self):
+        self.counts = {"answered": 0, "from_journal": 0, "timeouts": 0, "retries": 0, "slowdowns": 0}
+        self.tokens = {"answered": [0, 0], "from_journal": [0, 0]}  # [prompt, completion]
+
+    def add(self, answer: dict, source: str) -> None:
+        usage = answer.get("usage") or {}
+        self.counts[source] += 1
+        self.tokens[source][0] += int(usage.get("prompt_tokens") or 0)
+        self.tokens[source][1] += int(usage.get("completion_tokens") or 0)
+
+    def usage(self, client: Client, wall_s: float) -> dict:
+        sent_prompt, sent_completion = self.tokens["answered"]
+        return {"requests_sent": client.sent, **self.counts,
+                "prompt_tokens": sent_prompt + self.tokens["from_journal"][0],
+                "completion_tokens": sent_completion + self.tokens["from_journal"][1],
+                "sent_prompt_tokens": sent_prompt, "sent_completion_tokens": sent_completion,
+                "wall_s": round(wall_s, 3), "concurrency": [client.pace.top, client.pace.lowest]}
 
 
-def _finish(choice: dict) -> str:
-    reason = choice.get("finish_reason") or "stop"
+def _finish(answer: dict) -> str:
+    reason = answer.get("finish_reason") or "stop"
     if reason == "length":
         return "length"
-    if reason == "stop" and "stop_reason" in choice and choice["stop_reason"] is None:
+    if reason == "stop" and "stop_reason" in answer and answer["stop_reason"] is None:
         return "eos"  # vLLM tells a stop string from eos; OpenAI does not
     return "stop" if reason in ("stop", "content_filter", "tool_calls", "function_call") else reason

@@ -1,10 +1,10 @@
 """The `reference` backend: each benchmark's canonical solution, its oracle check."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
-from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress
+from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress
 
 
 class ReferenceBackend(Backend):
@@ -18,7 +18,7 @@ class ReferenceBackend(Backend):
         return "reference"
 
     def generate(self, task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest],
-                 progress: Progress = None) -> list[GenOutput]:
+                 progress: Progress = None, context: Optional[CallContext] = None) -> list[GenOutput]:
         by_id = {p.task_id: p for p in problems}
         outputs = [GenOutput("", 0, "reference", task.reference_solution(by_id[r.task_id])) for r in requests]
         if progress:

@@ -28,7 +28,7 @@ from codeeval.benchmarks.data import encodable, parse_json
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core.errors import UsageError
 from codeeval.core.fingerprint import file_digest
-from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress
+from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress
 from codeeval.generation.replay_spill import Spill
 from codeeval.generation.replay_stream import NotStreamable, array_items
 
@@ -248,7 +248,7 @@ class ReplayBackend(Backend):
         return {p.task_id: counts[p.task_id] for p in problems}
 
     def generate(self, task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest],
-                 progress: Progress = None) -> list[GenOutput]:
+                 progress: Progress = None, context: Optional[CallContext] = None) -> list[GenOutput]:
         programs = self.programs(task, problems, [r.task_id for r in requests])
         outputs = [GenOutput("", 0, "replay", programs[r.task_id][r.sample]) for r in requests]
         if progress:

@@ -41,7 +41,7 @@ import torch
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core.fingerprint import model_fingerprint
 from codeeval.generation import model_source
-from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress, token_budget
+from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress, token_budget
 from codeeval.generation.decoder import BatchDecoder
 from codeeval.generation.static_decoder import StaticDecoder, Unsupported
 from codeeval.generation.requests import Job, Renderer, plan_jobs
@@ -150,7 +150,7 @@ class TransformersBackend(Backend):
     # -- generation ------------------------------------------------------------------
     @torch.inference_mode()
     def generate(self, task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest],
-                 progress: Progress = None) -> list[GenOutput]:
+                 progress: Progress = None, context: Optional[CallContext] = None) -> list[GenOutput]:
         rows, outputs = plan_jobs(task, problems, requests, self.renderer, self._encode, self._budget,
                                   dedupe=not self.args.do_sample)
         done_early = sum(o is not None for o in outputs)

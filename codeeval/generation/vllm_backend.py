@@ -24,7 +24,7 @@ from typing import Optional, Sequence
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core.fingerprint import model_fingerprint
 from codeeval.generation import model_source
-from codeeval.generation.base import Backend, GenOutput, GenRequest, Progress, token_budget
+from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress, token_budget
 from codeeval.generation.requests import Job, Renderer, plan_jobs
 from codeeval.generation.seeds import sample_seed
 
@@ -97,7 +97,7 @@ class VLLMBackend(Backend):
         return self.vllm.SamplingParams(**kw)
 
     def generate(self, task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest],
-                 progress: Progress = None) -> list[GenOutput]:
+                 progress: Progress = None, context: Optional[CallContext] = None) -> list[GenOutput]:
         jobs, outputs = plan_jobs(task, problems, requests, self.renderer, self._encode, self._budget,
                                   dedupe=not self.args.do_sample)
         if jobs:

@@ -79,7 +79,8 @@ def table(results: list[dict]) -> str:
     """Markdown table: per task its primary metric (pass@1, accuracy, bleu...; ± its standard error
     where results.json has it) and the number of
     problems each run covered (a score on a subset is not comparable with one on the whole
-    benchmark); a task a model was not run on shows as '-'."""
+    benchmark); a task a model was not run on shows as '-'. When a model was run through an API, a last
+    column gives its prompt + completion tokens over its tasks."""
     columns: dict[str, str] = {}  # task -> its primary metric, in order of first appearance
     for result in results:
         for task in result:
@@ -90,6 +91,12 @@ def table(results: list[dict]) -> str:
         header += [f"{task} {metric}", f"{task} problems"]
         cells += [(task, metric), (task, None)]
     rows = [[r.get("config", {}).get("model", "?")] + [_cell(r, t, m) for t, m in cells] for r in results]
+    if any(_info(r, t).get("api") for r in results for t in columns):  # a model behind an API: what it took
+        header.append("tokens (prompt + completion)")
+        for row, result in zip(rows, results):
+            used = [_info(result, t)["api"] for t in columns if _info(result, t).get("api")]
+            row.append(f"{sum(u['prompt_tokens'] for u in used):,} + {sum(u['completion_tokens'] for u in used):,}"
+                       if used else "-")
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     lines = [header, ["-" * w for w in widths], *rows]
     return "\n".join("| " + " | ".join(str(c).ljust(w) for c, w in zip(cells_, widths)) + " |" for cells_ in lines)

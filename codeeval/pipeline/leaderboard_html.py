@@ -90,6 +90,16 @@ def _score(r: Optional[dict], date: str) -> str:
             f'{r["value"]:.4f}{interval}{problems}{since}</td>')
 
 
+def _tokens(cells: list[Optional[dict]]) -> str:
+    """A model's cell of the tokens column: prompt + completion tokens of its tasks through an API."""
+    used = [r for r in cells if r is not None and r.get("prompt_tokens") is not None]
+    if not used:
+        return '<td class="tokens" data-value="-1">-</td>'
+    prompt, completion = sum(r["prompt_tokens"] for r in used), sum(r["completion_tokens"] or 0 for r in used)
+    return (f'<td class="tokens" data-value="{prompt + completion}" title="over {len(used)} task(s)">'
+            f'{prompt:,} + {completion:,}</td>')
+
+
 def _table(rows: list[dict], tasks: list[str], metric_of: dict, date: str) -> str:
     cell = {(r["model"], r["task"]): r for r in rows if r["primary"]}
     errors = {r["model"]: r["error"] for r in rows if r.get("error")}
@@ -98,9 +108,10 @@ def _table(rows: list[dict], tasks: list[str], metric_of: dict, date: str) -> st
     for model in dict.fromkeys(r["model"] for r in rows):
         mark = ' class="failed"' if model in errors else ""
         label = f"{_esc(model)} (failed)" if model in errors else _esc(model)
-        body.append(f'<tr{mark}><td>{label}</td>{"".join(_score(cell.get((model, t)), date) for t in tasks)}</tr>')
-    return (f'<table class="sortable" id="leaderboard"><thead><tr><th>model</th>{head}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table>')
+        cells = [cell.get((model, t)) for t in tasks]
+        body.append(f'<tr{mark}><td>{label}</td>{"".join(_score(c, date) for c in cells)}{_tokens(cells)}</tr>')
+    return (f'<table class="sortable" id="leaderboard"><thead><tr><th>model</th>{head}'
+            f'<th>tokens (prompt + completion)</th></tr></thead><tbody>{"".join(body)}</tbody></table>')
 
 
 def _failures(failed: dict[str, str]) -> str:

@@ -47,6 +47,9 @@ LEADERBOARD_SCHEMA = pa.schema([
     # read it), relative to the leaderboard folder: samples/<night>/<run_id> (leaderboard_paired.py)
     ("samples", pa.string()),
     ("error", pa.string()),  # a model whose run failed tonight: its root cause (its rows are older, or empty)
+    # what the task's generations rest on through an API (results.json's `api`: every answer, sent or journaled);
+    # null for a backend that loads weights, and in leaderboards written before these columns
+    ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()),
 ])
 HISTORY = "history"  # under the output folder: one leaderboard-<stamp>.parquet per night, never overwritten
 CONFIG_FIELDS = {f.name for f in dataclasses.fields(RunConfig)} - {"generation"}
@@ -156,6 +159,7 @@ def rows_of(results: dict, date: str, samples: Optional[str] = None) -> list[dic
         if not isinstance(metrics, dict):
             continue
         head = primary(results, task)
+        api = detail.get("api") or {}
         for metric, value in metrics.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 low, high = (detail.get("ci95") or {}).get(metric) or (None, None)
@@ -164,7 +168,8 @@ def rows_of(results: dict, date: str, samples: Optional[str] = None) -> list[dic
                              "stderr": (detail.get("stderr") or {}).get(metric), "ci95_low": low, "ci95_high": high,
                              "stderr_method": (detail.get("stderr_method") or {}).get(metric),
                              "run_id": info.get("run_id"), "date": date, "run_dir": info.get("run_dir"),
-                             "samples": samples, "error": None})
+                             "samples": samples, "error": None, "prompt_tokens": api.get("prompt_tokens"),
+                             "completion_tokens": api.get("completion_tokens")})
     return rows
 
 
@@ -184,7 +189,8 @@ def failed_rows(previous: list[dict], model: str, tasks: list[str], cause: str, 
     have = {r["task"] for r in kept}
     return kept + [{"model": model, "task": task, "metric": None, "value": None, "primary": True, "problems": None,
                     "stderr": None, "ci95_low": None, "ci95_high": None, "stderr_method": None, "run_id": None,
-                    "date": date, "run_dir": None, "samples": None, "error": cause}
+                    "date": date, "run_dir": None, "samples": None, "error": cause, "prompt_tokens": None,
+                    "completion_tokens": None}
                    for task in tasks if task not in have]
 
 

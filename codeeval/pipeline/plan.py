@@ -14,7 +14,7 @@ from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec
 from codeeval.core.errors import UsageError
 from codeeval.executors import SANDBOXES, Limits, SandboxSpec
-from codeeval.generation import BACKENDS, BackendSpec, backend_class, model_source
+from codeeval.generation import BACKENDS, LOADS_WEIGHTS, BackendSpec, backend_class, model_source
 from codeeval.pipeline.config import RunConfig
 
 
@@ -42,7 +42,7 @@ def check(config: RunConfig) -> None:
         raise UsageError("a task is listed twice in --tasks")
     if config.backend_kind not in BACKENDS:
         raise UsageError(f"unknown backend {config.backend_kind!r}; choose from {', '.join(BACKENDS)}")
-    if config.backend_kind in ("transformers", "vllm"):
+    if config.backend_kind in LOADS_WEIGHTS:
         model_source.resolve(config.model)  # a missing .gguf file or an ambiguous GGUF directory
     if config.executor not in SANDBOXES:
         raise UsageError(f"unknown executor {config.executor!r}; choose from {', '.join(SANDBOXES)}")

@@ -32,7 +32,7 @@ from typing import Mapping, Optional
 from codeeval.core import storage
 from codeeval.executors import SandboxSpec
 from codeeval.executors.base import Limits
-from codeeval.generation import BackendSpec
+from codeeval.generation import LOADS_WEIGHTS, BackendSpec
 from codeeval.pipeline.config import SECRET_HOME, RunConfig
 
 ALLOW_ENV = "CODEEVAL_WORKER_ALLOW"
@@ -159,7 +159,7 @@ def config_request(config: RunConfig) -> Request:
     """An `evaluate` run's request."""
     reads = {"data_dir": config.data_dir, "load_generations_path": config.load_generations_path,
              "source_code_root": config.source_code_root, "dependency_data_root": config.dependency_data_root,
-             "model": _model_path(config.model) if config.backend_kind in ("transformers", "vllm") else None}
+             "model": _model_path(config.model) if config.backend_kind in LOADS_WEIGHTS else None}
     writes = {"output_dir": config.output_dir,
               "metric_output_path": config.metric_output_path,
               "save_generations_path": config.save_generations_path
@@ -180,7 +180,7 @@ def shard_request(paths: Mapping[str, str], backend: Optional[BackendSpec] = Non
     reads = {k: v for k, v in paths.items() if k != "out_path" and v}
     request = Request(reads=reads, writes={"out_path": paths["out_path"]}, names={"name": name} if name else {})
     if backend is not None:
-        model = _model_path(backend.model) if backend.kind in ("transformers", "vllm") else None
+        model = _model_path(backend.model) if backend.kind in LOADS_WEIGHTS else None
         extra = {"backend.model": model, "backend.generations_path": backend.generations_path}
         request = dataclasses.replace(request, trust_remote_code=backend.args.trust_remote_code,
                                       reads={**reads, **{k: v for k, v in extra.items() if v}},

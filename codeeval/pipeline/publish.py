@@ -13,6 +13,7 @@ from codeeval.core import artifacts
 from codeeval.core.contracts import PlannedTask, Reuse, TaskScore
 from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.problems import read_problems
+from codeeval.pipeline.usage import task_usage
 
 
 def recorded_config(config: RunConfig) -> dict:
@@ -62,11 +63,15 @@ def save_bigcode_generations(config: RunConfig, layout: artifacts.RunLayout, nam
     return path
 
 
-def task_summary(plan: PlannedTask, score: Optional[TaskScore], reuse: Reuse, saved: Optional[str]) -> dict:
-    """The `codeeval.tasks.<name>` block of results.json: counts, the primary metric, reuse."""
+def task_summary(plan: PlannedTask, score: Optional[TaskScore], reuse: Reuse, saved: Optional[str],
+                 api: Optional[dict] = None) -> dict:
+    """The `codeeval.tasks.<name>` block of results.json: counts, the primary metric, reuse, and what
+    generating through an API cost (`api`, codeeval/pipeline/usage.py)."""
     summary = {k: v for k, v in score.to_json().items() if k != "metrics"} if score else {
         "problems": plan.n_problems, "samples": plan.n_samples, "ks_left_out": list(plan.ks_left_out)}
     summary.update(shards=len(plan.shards), reused={"generate": list(reuse.generate), "execute": list(reuse.execute)})
+    if api:
+        summary["api"] = api
     if saved:
         summary["saved_generations"] = saved
     return summary
@@ -85,7 +90,9 @@ def publish(config: RunConfig, layout: artifacts.RunLayout, plans: Mapping[str, 
         "run_id": config.run_id,
         "run_dir": str(layout.root),
         "code_version": version,
-        "tasks": {name: task_summary(plan, scores.get(name), reuse[name], saved.get(name))
+        "tasks": {name: task_summary(plan, scores.get(name), reuse[name], saved.get(name),
+                                     task_usage([layout.generations(name, i) for i in range(len(plan.shards))],
+                                                set(reuse[name].generate_reused)))
                   for name, plan in plans.items()},
     }
     artifacts.write_json(layout.results, results)

@@ -11,6 +11,7 @@ from typing import Mapping, Optional, Sequence
 
 from codeeval.core.contracts import TaskScore
 from codeeval.core.errors import no_space
+from codeeval.pipeline.usage import usage_line
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,8 @@ def results_table(results: dict) -> str:
                          f"problems (± is the standard error, docs/statistics.md)")
         gen, exe = detail["reused"]["generate"], detail["reused"]["execute"]
         lines.append(f"{'':<22} reused {gen[0]}/{gen[1]} generation and {exe[0]}/{exe[1]} execution shards")
+        if detail.get("api"):
+            lines.append(f"{'':<22} {usage_line(detail['api'])}")
         if detail.get("saved_generations"):
             lines.append(f"{'':<22} generations saved to {detail['saved_generations']}")
     lines.append(f"results: {os.path.join(info.get('run_dir', '.'), 'results.json')}")

@@ -26,6 +26,7 @@ from codeeval.core.progress import progress_bar
 from codeeval.executors import SandboxSpec
 from codeeval.executors.pool import POOL
 from codeeval.generation import BackendSpec, open_backend
+from codeeval.generation.base import CallContext
 from codeeval.pipeline import failures, waits
 from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.execute import execute_rows
@@ -181,9 +182,14 @@ def generate_shard(name: str, problems_path: str, start: int, stop: int, backend
     with _reported(name, "generate", out_path, run_id, samples, {"problems": problems_path}):
         task_spec = get_task(name)
         total = sum(counts[p.task_id] for p in shard)
+        # an API backend journals its answers under the storage (every run there shares them) and says
+        # its timeouts and retries in this task run's log
+        context = CallContext(journal=storage.root(), say=get_run_logger().warning)
         with progress_bar(total, f"generate {name} {Path(out_path).stem}") as advance:
-            rows = generate_rows(task_spec, problems, shard, counts, open_backend(with_secrets(backend)), advance)
-        artifacts.write_table(Path(out_path), rows, artifacts.GENERATIONS_SCHEMA, key=cache_key)
+            rows = generate_rows(task_spec, problems, shard, counts, open_backend(with_secrets(backend)), advance,
+                                 context)
+        artifacts.write_table(Path(out_path), rows, artifacts.GENERATIONS_SCHEMA, key=cache_key,
+                              usage=context.usage or None)
     return out_path
 
 

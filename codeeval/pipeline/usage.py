@@ -1,0 +1,53 @@
+"""What a task's generation cost through an API, from the usage each generation shard was written with
+(artifacts.read_usage; the openai backend fills it): results.json's `codeeval.tasks.<task>.api`, the
+CLI's cost line, the leaderboard's tokens.
+
+Two kinds of figure, so that a re-run reads right: what this run did (requests sent, answers taken from
+the request journal, timeouts, retries, seconds, the server's throughput), to which a shard reused whole
+adds nothing but its answers under `reused`; and what the task's generations rest on (prompt and
+completion tokens of every answer, whenever it was paid), which a re-run does not change.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Collection, Optional, Sequence
+
+from codeeval.core import artifacts
+
+THIS_RUN = ("requests_sent", "answered", "from_journal", "timeouts", "retries", "slowdowns",
+            "sent_prompt_tokens", "sent_completion_tokens", "wall_s")
+
+
+def task_usage(paths: Sequence[Path], reused: Collection[int]) -> Optional[dict]:
+    """Summed over a task's generation shards (`reused`: the indices of those reused whole); None when
+    no shard has a usage (a backend that loads weights, replay, reference)."""
+    shards = [(i, u) for i, path in enumerate(paths) if (u := artifacts.read_usage(path)) is not None]
+    if not shards:
+        return None
+    total = {k: 0 for k in THIS_RUN} | {"reused": 0, "prompt_tokens": 0, "completion_tokens": 0}
+    lowest = None
+    for i, usage in shards:
+        total["prompt_tokens"] += usage.get("prompt_tokens", 0)
+        total["completion_tokens"] += usage.get("completion_tokens", 0)
+        if i in reused:
+            total["reused"] += usage.get("answered", 0) + usage.get("from_journal", 0)
+            continue
+        for k in THIS_RUN:
+            total[k] += usage.get(k, 0)
+        top, low = usage.get("concurrency") or (None, None)
+        if low is not None:
+            lowest = [top, low if lowest is None else min(low, lowest[1])]
+    total["wall_s"] = round(total["wall_s"], 3)
+    total["completion_tokens_per_s"] = round(total["sent_completion_tokens"] / total["wall_s"], 2) \
+        if total["wall_s"] > 0 else None
+    total["concurrency"] = lowest
+    return total
+
+
+def usage_line(api: dict) -> str:
+    """The CLI table's cost line of a task."""
+    reused = f", {api['reused']} in reused shards" if api.get("reused") else ""
+    rate = f" at {api['completion_tokens_per_s']:.1f} completion tokens/s" if api.get("completion_tokens_per_s") else ""
+    return (f"api: {api['requests_sent']} requests sent, {api['from_journal']} answered from the journal{reused}; "
+            f"{api['timeouts']} timeouts, {api['retries']} retries; tokens {api['prompt_tokens']:,} prompt + "
+            f"{api['completion_tokens']:,} completion; {api['wall_s']:.1f} s{rate}")
