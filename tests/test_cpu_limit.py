@@ -1,7 +1,7 @@
-"""The per-program limit is CPU time of the whole process tree, for real, in both sandboxes
-(and in the Docker server's /proc fall-back): a CPU burner stops at its CPU limit, a sleeper
-only at the wall-clock backstop, sleeping costs nothing, and the reference solutions keep
-their verdicts while every core is busy."""
+"""A program's two limits, for real, in both sandboxes (and in the Docker server's /proc
+fall-back): a CPU burner stops at its CPU limit, a sleeper at its clock limit (wall time less the
+time spent waiting for a CPU), CPU waits count against neither, a slow machine stretches only the
+CPU, and the reference solutions keep their verdicts while every core is busy."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,20 +14,23 @@ from codeeval.executors.base import PASSED, TIMEOUT, Program
 from codeeval.executors.local import LocalSandbox
 
 CPU_DETAIL = "CPU time limit 1s exceeded"
-BACKSTOP_DETAIL = "wall-clock backstop {:g}s exceeded (the program slept or blocked)"
-# Stopped by the sandbox's own reading of the tree's CPU: RLIMIT_CPU (per process, 3 s
-# here) or the backstop would stop these later, with more CPU used.
+CLOCK_DETAIL = ("time limit {:g}s exceeded (wall clock less the time spent waiting for a CPU: the program ran, "
+                "slept or blocked that long)")
+# Stopped by the sandbox's own reading of the tree's CPU: RLIMIT_CPU (per process, 9 s
+# here) or the clock would stop these later, with more CPU used.
 PRECISE_CPU_S = 1.5
 
 PROGRAMS = [
-    Program("loop", "while True:\n    pass", timeout_s=1.0),
+    # clock_s 2: the CPU limit (1 s) is the one that ends a program that only computes
+    Program("loop", "while True:\n    pass", timeout_s=1.0, clock_s=2.0),
     Program("sleep", "import time\ntime.sleep(3600)", timeout_s=1.0),
-    Program("sleep-short-backstop", "import time\ntime.sleep(3600)", timeout_s=1.0, wall_s=2.0),
-    # 2 s of sleep under a 1 s limit: sleeping uses no CPU, so it passes.
-    Program("sleep-then-work", "import time\ntime.sleep(2)\nassert sum(range(10 ** 5)) == 4999950000", timeout_s=1.0),
+    Program("sleep-clock-2s", "import time\ntime.sleep(3600)", timeout_s=1.0, clock_s=2.0),
+    # 2 s of sleep under a 1 s CPU limit and a 3 s clock limit: sleeping uses no CPU.
+    Program("sleep-then-work", "import time\ntime.sleep(2)\nassert sum(range(10 ** 5)) == 4999950000",
+            timeout_s=1.0, clock_s=3.0),
     # The program waits; its child burns the CPU.
     Program("busy-child", "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'while True: pass'])",
-            timeout_s=1.0, guard=False),
+            timeout_s=1.0, clock_s=2.0, guard=False),
 ]
 
 
@@ -64,14 +67,15 @@ def test_infinite_loop_stops_at_its_cpu_limit(outcomes):
     assert 1.0 < o.cpu_s < PRECISE_CPU_S
 
 
-def test_sleep_stops_at_the_wall_clock_backstop(outcomes):
-    default, short = outcomes["sleep"], outcomes["sleep-short-backstop"]
-    assert (default.status, default.detail) == (TIMEOUT, BACKSTOP_DETAIL.format(3 * 1.0 + 5))
-    assert (short.status, short.detail) == (TIMEOUT, BACKSTOP_DETAIL.format(2.0))
-    assert default.cpu_s < 1.0 and short.cpu_s < 1.0
+def test_sleep_stops_at_its_clock_limit(outcomes):
+    default, longer = outcomes["sleep"], outcomes["sleep-clock-2s"]
+    assert (default.status, default.detail) == (TIMEOUT, CLOCK_DETAIL.format(1.0))
+    assert (longer.status, longer.detail) == (TIMEOUT, CLOCK_DETAIL.format(2.0))
+    assert default.cpu_s < 1.0 and longer.cpu_s < 1.0
+    assert 1.0 <= default.duration_s < longer.duration_s
 
 
-def test_sleeping_does_not_count(outcomes):
+def test_sleeping_counts_against_the_clock_only(outcomes):
     o = outcomes["sleep-then-work"]
     assert o.status == PASSED, (o.detail, o.stderr_tail)
     assert o.cpu_s < 1.0
@@ -101,24 +105,28 @@ def test_a_slow_machine_stretches_the_cpu_limit(kind):
     from codeeval.executors.base import Limits
     from codeeval.executors.cputime import MAX_SLOWDOWN
 
+    # `work` has a 1 s clock limit too: its clock counts its CPU seconds at the reference speed.
     work = Program("work", "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.5:\n    pass",
                    timeout_s=1.0)
-    loop = Program("loop", "while True:\n    pass", timeout_s=1.0)
+    loop = Program("loop", "while True:\n    pass", timeout_s=1.0, clock_s=2.0)
+    # sleeping is never stretched (nor is the speed check run: the CPU used could not explain it)
+    sleep = Program("sleep", "import time\ntime.sleep(1.5)", timeout_s=1.0)
     results = {}
     for name, limits in (("slow", Limits(speed_reference_s=1e-9)), ("fast", unstretched())):
         if kind == "docker":
             ensure_images()
-            box = ds.DockerSandbox(n_workers=2, limits=limits)
+            box = ds.DockerSandbox(n_workers=3, limits=limits)
         else:
-            box = LocalSandbox(n_workers=2, limits=limits)
+            box = LocalSandbox(n_workers=3, limits=limits)
         with box:
-            results[name] = {o.key: o for o in box.run([work, loop])}
+            results[name] = {o.key: o for o in box.run([work, loop, sleep])}
     slow, fast = results["slow"], results["fast"]
     assert slow["work"].status == PASSED, slow["work"].detail
     assert slow["loop"].status == TIMEOUT and slow["loop"].detail == (
         f"{CPU_DETAIL} (x{MAX_SLOWDOWN:.2f}: this machine ran the speed check slower than the reference)")
     assert MAX_SLOWDOWN < slow["loop"].cpu_s < MAX_SLOWDOWN + 0.5
-    assert (fast["work"].status, fast["work"].detail) == (TIMEOUT, CPU_DETAIL)
+    assert (slow["sleep"].status, slow["sleep"].detail) == (TIMEOUT, CLOCK_DETAIL.format(1.0))
+    assert fast["work"].status == TIMEOUT and fast["work"].detail in (CPU_DETAIL, CLOCK_DETAIL.format(1.0))
 
 
 def test_docker_cpu_cannot_outgrow_the_wall_clock():
@@ -147,18 +155,18 @@ def test_reference_verdicts_hold_while_every_core_is_busy():
     assert "NameError" in outcomes["367"].stderr_tail
 
 
-def test_a_crowded_cpu_does_not_count_against_the_backstop():
+def test_a_crowded_cpu_counts_against_neither_limit():
     """Four CPU-bound processes share one pinned CPU, so the loop gets about a quarter of it:
-    1 s of CPU takes ~4 s of wall time, past its 2 s backstop. The time it waited for the CPU
+    1 s of CPU takes ~4 s of wall time, past its 2 s clock limit. The time it waited for the CPU
     does not count, so it stops at its CPU limit; a sleeper, which queues for nothing, still
-    stops at the backstop."""
+    stops at its clock limit, 2 s of wall time."""
     import os
     import subprocess
     import sys
 
     cpu = min(os.sched_getaffinity(0))
-    programs = [Program("crowded-loop", "while True:\n    pass", timeout_s=1.0, wall_s=2.0),
-                Program("crowded-sleep", "import time\ntime.sleep(3600)", timeout_s=1.0, wall_s=2.0)]
+    programs = [Program("crowded-loop", "while True:\n    pass", timeout_s=1.0, clock_s=2.0),
+                Program("crowded-sleep", "import time\ntime.sleep(3600)", timeout_s=1.0, clock_s=2.0)]
     saved = os.sched_getaffinity(0)
     hogs = []
     try:
@@ -172,5 +180,5 @@ def test_a_crowded_cpu_does_not_count_against_the_backstop():
             hog.kill()
             hog.wait()
     assert (loop.status, loop.detail) == (TIMEOUT, CPU_DETAIL), loop
-    assert loop.duration_s > 2.0, "the loop should have waited past its backstop for the crowded CPU"
-    assert (sleep.status, sleep.detail) == (TIMEOUT, BACKSTOP_DETAIL.format(2.0)), sleep
+    assert loop.duration_s > 2.0, "the loop should have waited past its clock limit for the crowded CPU"
+    assert (sleep.status, sleep.detail) == (TIMEOUT, CLOCK_DETAIL.format(2.0)), sleep

@@ -71,7 +71,7 @@ def test_statuses_and_output(sandbox):
         Program("pass", "print('hello')\nimport sys\nprint('warn', file=sys.stderr)\nassert 1 + 1 == 2"),
         Program("fail", "assert 1 + 1 == 3, 'arithmetic'"),
         Program("syntax", "def f(:\n  pass"),
-        Program("timeout", "while True:\n    pass", timeout_s=1.0),
+        Program("timeout", "while True:\n    pass", timeout_s=1.0, clock_s=2.0),  # the CPU limit comes first
         Program("exit0", "import os\nos._exit(0)", guard=False),
         Program("guarded", "import os\nos.system('true')"),  # the reliability guard disables os.system
         Program("numpy", "import numpy as np\nassert np.arange(4).sum() == 6", guard=False),

@@ -138,9 +138,10 @@ def test_a_stopped_run_leaves_nothing_behind_and_resumes(workload, data_dir, sig
 
 
 def test_a_terminated_run_whose_programs_hang_exits_within_its_grace(workload, data_dir, tmp_path):
-    """SIGTERM while every program blocks (sleeps past its wall backstop): Prefect's own SIGTERM
-    handler unwinds through its task runner, which waits for the shard threads; the CLI's
-    watchdog still ends the process STOP_GRACE_S after the signal, and its containers go."""
+    """SIGTERM while every program blocks (sleeps toward the 20 s limit of humanevalplus-bigcode,
+    bigcode's HumanEval+ program): Prefect's own SIGTERM handler unwinds through its task runner,
+    which waits for the shard threads; the CLI's watchdog still ends the process STOP_GRACE_S
+    after the signal, and its containers go."""
     from codeeval.cli import STOP_GRACE_S
 
     _, _, env = workload
@@ -152,6 +153,7 @@ def test_a_terminated_run_whose_programs_hang_exits_within_its_grace(workload, d
     cmd = command(workload, data_dir, out)
     cmd[cmd.index("--load_generations_path") + 1] = str(generations)
     cmd[cmd.index("--limit") + 1] = "1"
+    cmd[cmd.index("--tasks") + 1] = "humanevalplus-bigcode"  # 20 s: humaneval's 3 s would end the sleep
     err = open(tmp_path / "stderr", "w+")
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
     try:

@@ -166,7 +166,7 @@ def test_adversarial_programs(boxes, data_dir):
     ]
     started = time.monotonic()
     loop, flood, background, noisy, early = judge_all(boxes, jobs)
-    # CPU limit (5 s); on a machine so loaded that the loop gets < 1/5 of a core, the backstop (25 s)
+    # node's 5 s, on the step's clock and on the job's CPU
     assert loop.status == "Timeout" and not loop.passed and "Timeout" in loop.detail
     assert not flood.passed
     assert background.passed

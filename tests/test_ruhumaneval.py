@@ -39,7 +39,7 @@ def by_entry(problems, entry):
 
 
 def run(task_name, problem, completions, sandbox, **limits):
-    """Verdicts from real runs; `limits` shrink the CPU limits (exec_limit_s, timeout_s) so that
+    """Verdicts from real runs; `limits` shrink the limits (exec_limit_s, timeout_s) so that
     the overrun cases need little CPU on a loaded machine."""
     task = get_task(task_name)
     if limits:
@@ -154,7 +154,7 @@ def test_failing_samples_and_their_per_test_codes(problems, sandbox):
 def test_cpu_limits_around_exec_and_around_the_program(problems, sandbox):
     """An exec that overruns its limit gives [None] * n (MERA's TimeoutException is an
     Exception); a call that overruns kills the program (MERA: "timed out"). The limits are
-    shrunk to 0.3 s and 0.8 s of CPU here (MERA's 3 s and 4 s in the task)."""
+    shrunk to 0.3 s and 0.8 s here (MERA's 3 s and 4 s in the task)."""
     p = problems[0]
     function = p.record["inputs"]["function"]
     loop_in_exec = function + "    return x + 1\nwhile True:\n    pass\n"

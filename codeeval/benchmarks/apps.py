@@ -4,7 +4,7 @@
 
 The metric runs offline: codeeval/benchmarks/harness/apps.py reproduces apps_metric's `run_test` in the
 sandbox (call-based and standard-input tests, the import header, the comparison cascade, the
--1/-2 codes, 4 s per test and 11 s per sample, in CPU time), and `AppsAccuracy` its
+-1/-2 codes, 4 s per test and 11 s per sample, on the program's clock and in CPU time), and `AppsAccuracy` its
 `get_results`: average and strict accuracy when every problem has one sample, pass@k
 otherwise. bigcode HEAD cannot score APPS at all (`level` is undefined in process_results,
 bigcode #206/#310); here the level is the task's. docs/deviations.md lists the differences.

@@ -90,9 +90,10 @@ class DS1000Tests(Execution):
         r = problem.record
         if r["format"] == "2024":
             return Program("", new_format_program(problem, completion), timeout_s=NEW_TIMEOUT_S, guard=False)
-        bundle = {k: r[k] for k in ("files", "code_context", "lib", "test_type", "test_case_cnt")}
+        bundle = {**{k: r[k] for k in ("files", "code_context", "lib", "test_type", "test_case_cnt")},
+                  "case_limit_s": CASE_TIMEOUT_S}
         cases = max(1, int(r["test_case_cnt"]))
-        # every case's 60 CPU seconds, and the harness's own loading and judging
+        # every case's 60 seconds (clock and CPU), and the harness's own loading and judging
         return Program("", HARNESS, timeout_s=cases * CASE_TIMEOUT_S + 30.0, guard=False,
                        files={"problem.json": json.dumps(bundle).encode(), "solution.py": completion.encode()})
 

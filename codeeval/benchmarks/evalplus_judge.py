@@ -1,12 +1,13 @@
 """Executing HumanEval+ / MBPP+ samples: EvalPlus's differential testing, in the sandbox.
 
 `prepare` computes the expected outputs once per problem by running the canonical solution
-on every input inside the sandbox (codeeval/benchmarks/harness/evalplus.py, "truth" mode), with the CPU
-seconds each input took; the result is cached under $CODEEVAL_CACHE/evalplus-truth by a digest
+on every input inside the sandbox (codeeval/benchmarks/harness/evalplus.py, "truth" mode), with the
+seconds each input took on the program's clock (wall time less the time it waited for a CPU); the
+result is cached under $CODEEVAL_CACHE/evalplus-truth by a digest
 of the problem's data and the harness. The outputs stay opaque bytes here (a pickle made in
 the sandbox is only ever unpickled in the sandbox). Each sample then runs the harness in
 "check" mode with EvalPlus's limits: max(4 s, 4 x the canonical time) per input, and
-min(60 s, their sum) + 2 s per group of inputs (base, plus), all in CPU time.
+min(60 s, their sum) + 2 s per group of inputs (base, plus), each on the clock and in CPU time.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def group_inputs(problem: Problem) -> dict[str, list]:
 
 
 def problem_file(problem: Problem, mode: str, truth: Optional[Mapping[str, Any]] = None) -> bytes:
-    """problem.pkl for the harness: inputs per group and, for checks, their CPU limits and which
+    """problem.pkl for the harness: inputs per group and, for checks, their limits and which
     expected outputs it recomputes (`truth` is the truth run's JSON header)."""
     groups = []
     for name, inputs in group_inputs(problem).items():
@@ -55,7 +56,7 @@ def problem_file(problem: Problem, mode: str, truth: Optional[Mapping[str, Any]]
 @dataclass(frozen=True)
 class Prepared:
     files: Mapping[str, bytes]  # problem.pkl and expected.pkl
-    timeout_s: float  # the whole program's CPU limit: every group's budget
+    timeout_s: float  # the whole program's limit (clock and CPU): every group's budget
 
 
 def truth_key(problem: Problem) -> str:
@@ -80,7 +81,7 @@ def prepared(problem: Problem, truth: bytes) -> Prepared:
     recomputed = sum(len(ix) for ix in header["recompute"].values())
     if recomputed:
         files["canonical.py"] = canonical(problem)
-    # the program's CPU limit: every group's budget, and the recomputed outputs' own time
+    # the program's limit (clock and CPU): every group's budget, and the recomputed outputs' own time
     spent = sum(t for name, ix in header["recompute"].items() for i, t in enumerate(header["times"][name]) if i in ix)
     budgets = pickle.loads(files["problem.pkl"])["groups"]
     return Prepared(files, sum(g["budget"] for g in budgets) + 2 * spent + 2.0)

@@ -159,8 +159,8 @@ class OutputTests(Execution):
     """Each test's `str(result)` from one run of the harness, compared with the expected outputs."""
 
     mode: str = "fresh"  # "mera": MERA's exec without a globals dict
-    exec_limit_s: float = EXEC_LIMIT_S  # CPU seconds for exec(program)
-    timeout_s: float = TIMEOUT_S  # CPU seconds for the whole program
+    exec_limit_s: float = EXEC_LIMIT_S  # seconds for exec(program), on the clock and in CPU time
+    timeout_s: float = TIMEOUT_S  # seconds for the whole program, on the clock and in CPU time
 
     def build(self, problem: Problem, completion: str, prepared: Any = None) -> Program:
         job = {"mode": self.mode, "entry_point": problem.record["meta"]["entry_point"],

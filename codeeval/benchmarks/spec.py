@@ -140,7 +140,7 @@ class PythonTests(Execution):
     """The candidate followed by the benchmark's tests in one Python program (HumanEval, MBPP)."""
 
     program: Callable[[Problem, str], str]  # (problem, completion) -> the program text
-    timeout_s: float = 3.0  # the reference's seconds, enforced as CPU time (docs/deviations.md)
+    timeout_s: float = 3.0  # the reference's seconds, on the program's clock and in CPU time (deviations row 4)
     guard: bool = True  # bigcode's reliability_guard inside the program's process
 
     def build(self, problem: Problem, completion: str, prepared: Any = None) -> Program:

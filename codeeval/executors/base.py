@@ -20,7 +20,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Sequence
 
-from codeeval.executors.cputime import MAX_SLOWDOWN, REFERENCE_S
+from codeeval.executors.cputime import CLOCK, CPU, MAX_SLOWDOWN, REFERENCE_S, WALL
 
 # Outcome.status values.
 PASSED = "passed"
@@ -50,10 +50,13 @@ class Limits:
 class Program:
     """One program to run. `key` is unique within a batch (e.g. 'HumanEval/0#3').
 
-    `timeout_s` is the reference harness's limit in seconds, enforced as CPU seconds of
-    the program's whole process tree (so that the verdict does not depend on the machine's
-    load); `wall_s` overrides the wall-clock backstop for programs that sleep or block
-    (default: wall_backstop(timeout_s)).
+    Two limits, both the reference harness's seconds, and both independent of the machine's
+    load: `timeout_s` as CPU seconds of the program's whole process tree, and `clock_s`
+    (default: `timeout_s`) as the reference's wall-clock limit applied to the program's clock,
+    its wall time less the time its threads spent waiting for a CPU (so a program that sleeps or
+    blocks times out as in the reference: docs/reliability.md, "The timeout policy"). `wall_s`
+    overrides the wall-clock cap, which only bounds what a host waits for on a crowded machine
+    (default: wall_cap of the larger limit).
 
     For harness programs (EvalPlus, APPS, DS-1000): `files` are written into the working
     directory before the program starts; `preimport` names modules imported before the guard
@@ -72,11 +75,17 @@ class Program:
     files: Mapping[str, bytes] = field(default_factory=dict)
     preimport: tuple[str, ...] = ()
     merge_stderr: bool = False
+    clock_s: Optional[float] = None
 
     @property
-    def backstop_s(self) -> float:
-        """The wall-clock limit this program runs under."""
-        return self.wall_s if self.wall_s is not None else wall_backstop(self.timeout_s)
+    def clock_limit_s(self) -> float:
+        """The limit of the program's clock (wall time less run-queue delay)."""
+        return self.clock_s if self.clock_s is not None else self.timeout_s
+
+    @property
+    def wall_cap_s(self) -> float:
+        """The most wall time this program may take, however crowded the machine."""
+        return self.wall_s if self.wall_s is not None else wall_cap(max(self.timeout_s, self.clock_limit_s))
 
 
 def safe_name(name: str) -> str:
@@ -86,15 +95,13 @@ def safe_name(name: str) -> str:
     return name
 
 
-def wall_backstop(timeout_s: float) -> float:
-    """The wall-clock limit of a program whose CPU limit is `timeout_s`: 3 * timeout + 5 s.
-
-    It only ends programs that sleep or block (they use no CPU). Generous so that it never
-    judges a CPU-bound program on a busy machine: one that needs all of its CPU limit still
-    finishes while it gets a third of a core or more (plus 5 s for interpreter start-up,
-    imports and I/O waits); short so that a `time.sleep(3600)` holds a worker for 14 s, not
-    an hour, at the usual 3 s limit."""
-    return 3 * timeout_s + 5
+def wall_cap(limit_s: float) -> float:
+    """The wall-clock cap of a program whose limits are `limit_s`: MAX_SLOWDOWN * (3 * limit + 5 s)
+    (56 s at 3 s). Neither limit counts the time a program waits for a CPU, so on a crowded
+    machine its wall time has no bound of its own; this one ends it only when it waited that
+    long (a load of ~15 on each core of the machine, at the usual 3 s), so that a host knows how
+    long to wait for an answer. Room for the slow-machine stretch (MAX_SLOWDOWN) included."""
+    return MAX_SLOWDOWN * (3 * limit_s + 5)
 
 
 @dataclass
@@ -147,23 +154,28 @@ class Sandbox(abc.ABC):
         self.close()
 
 
-def classify(program: Program, exit_code: Optional[int], finished: bool, wall_expired: bool, duration_s: float,
+def classify(program: Program, exit_code: Optional[int], finished: bool, limit: str, duration_s: float,
              cpu_s: float, stdout: str = "", stderr: str = "", result: bytes = b"",
              slowdown: float = 1.0) -> Outcome:
     """The verdict, the same for every sandbox: timeout when the program's CPU time passed its
     limit -- whenever the sandbox noticed, so that the verdict depends on the CPU used, not
-    on when it was read -- or the wall-clock backstop ran out (`wall_expired`); otherwise
-    passed only with exit status 0 *and* the completion marker (`finished`), else failed."""
+    on when it was read -- or the watch ended it at its clock limit or the wall-clock cap
+    (`limit`: cputime.CLOCK, WALL; ENDED or CPU otherwise); else passed only with exit status 0
+    *and* the completion marker (`finished`), else failed."""
     def outcome(status: str, detail: str = "") -> Outcome:
         return Outcome(program.key, status, status == PASSED, exit_code, duration_s, stdout, stderr, detail, cpu_s,
                        result)
 
-    stretched = f" (x{slowdown:.2f}: this machine ran the speed check slower than the reference)" if slowdown > 1 else ""
-    if cpu_s > program.timeout_s * slowdown:
+    stretched = (f" (x{slowdown:.2f}: this machine ran the speed check slower than the reference)"
+                 if slowdown > 1 else "")
+    if cpu_s > program.timeout_s * slowdown or limit == CPU:
         return outcome(TIMEOUT, f"CPU time limit {program.timeout_s:g}s exceeded{stretched}")
-    if wall_expired:
-        return outcome(TIMEOUT, f"wall-clock backstop {program.backstop_s * slowdown:g}s exceeded "
-                                f"(the program slept or blocked){stretched}")
+    if limit == CLOCK:
+        return outcome(TIMEOUT, f"time limit {program.clock_limit_s:g}s exceeded (wall clock less the time spent "
+                                f"waiting for a CPU: the program ran, slept or blocked that long){stretched}")
+    if limit == WALL:
+        return outcome(TIMEOUT, f"wall-clock cap {program.wall_cap_s:g}s exceeded (the machine was too crowded "
+                                f"for the program to reach a limit)")
     if exit_code == 0 and finished:
         return outcome(PASSED)
     return outcome(FAILED, why(exit_code, finished))

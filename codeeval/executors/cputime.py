@@ -1,30 +1,44 @@
-"""The per-program CPU-time limit: measure a program's whole process tree, stop it at its limit.
+"""A program's two limits: the CPU time of its whole process tree, and its clock.
 
 Why CPU time: a wall-clock limit judges the same program differently on a busy and an
 idle machine (a program that needs 1.8 s of CPU times out at 3 s when it gets half a
 core). CPU seconds do not depend on how many processes share the CPU, so the verdict does
-not either (they still depend on the CPU's speed: docs/deviations.md, row 5); a wall-clock
-backstop (base.wall_backstop) still ends programs that sleep or block.
+not either (they still depend on the CPU's speed: docs/deviations.md, row 4).
+
+Why a clock as well: the reference harnesses limit wall time, so a program that sleeps, blocks
+on I/O or waits for a child times out there. A program's clock is its wall time less its
+run-queue delay, the time its threads spent runnable but waiting for a CPU
+(/proc/<pid>/task/<tid>/schedstat, second field): sleeping, blocking and waiting count, as in
+the reference; waiting for a CPU does not, so the clock, like the CPU time, does not depend on
+the machine's load. The reference's wall-clock seconds are applied to it.
 
 Why the whole tree: a program whose main thread waits while a thread, a child or an
-orphan burns CPU must reach the limit too, not run on until the backstop.
+orphan burns CPU must reach the limit too.
 
-Clocks (zero-argument callables returning cumulative CPU seconds; a caller subtracts
-the reading taken before the program started):
-  * `cgroup_clock()` -- the counter of the cgroup this process is in (v1 cpuacct.usage,
+Clocks (zero-argument callables returning cumulative seconds; a caller subtracts the
+reading taken before the program started):
+  * `cgroup_clock()` -- CPU: the counter of the cgroup this process is in (v1 cpuacct.usage,
     v2 cpu.stat usage_usec): every task in it, dead or alive, exact to the scheduler's
     accounting, one pread per reading. The Docker server uses it: the container's cgroup
     holds the server (idle while it waits) and the program's every thread, child and orphan.
-  * `container_clock()` -- the cgroup clock, or where no cgroup file is readable, a sum
+  * `container_clock()` -- CPU: the cgroup clock, or where no cgroup file is readable, a sum
     over /proc of every other process plus what this process has reaped.
-  * `group_clock(pgid)` -- a sum over /proc of a process group's members (the local
+  * `group_clock(pgid)` -- CPU: a sum over /proc of a process group's members (the local
     sandbox, which shares its cgroup with the harness).
+  * `others_queued()`, `group_queued(pgid)`, `session_queued(sid)` -- run-queue delay of
+    the program's threads (the server's, the local sandbox's, a harness's child steps).
+  * `own_clock()` -- inside a program: this process's wall time less its threads' run-queue
+    delay, for the reference's limits that a harness applies inside the program (APPS's
+    per-test alarm, EvalPlus's per-input limit, MERA's exec limit) through `Alarm`.
 
-Standalone (stdlib only): the Docker image copies it beside the server.
+Standalone (stdlib only): the Docker image copies it beside the server, whose forked
+programs find it imported (`import cputime`); the local sandbox's runner imports it for them.
 """
 from __future__ import annotations
 
 import os
+import select
+import signal
 import time
 from typing import Callable, Iterator, Optional
 
@@ -33,9 +47,13 @@ Clock = Callable[[], float]
 # Outcomes of `watch`.
 ENDED = "ended"  # `wait` said so: the program exited (or the caller must stop waiting)
 CPU = "cpu"  # the program's CPU time passed its limit
-WALL = "wall"  # the wall-clock backstop passed
+CLOCK = "clock"  # the program's clock (wall time less run-queue delay) passed its limit
+WALL = "wall"  # the wall-clock cap passed: the machine was too crowded for either limit
 
 MIN_POLL_S = 0.005  # the shortest pause between two readings: bounds the polling near the limit
+# How often the run-queue delay is read while a program runs: a thread or process that exits
+# takes at most this much of its delay with it (what was read before stays counted).
+POLL_S = 0.2
 
 # The speed check (`slowdown`): CPU seconds of `_speed_work` at the reference speed, the speed
 # at which MBPP 123's canonical solution needs 1.8 s (its share of bigcode's 3 s limit on the
@@ -50,50 +68,95 @@ _CGROUP_V2 = "/sys/fs/cgroup"
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def watch(wait: Callable[[float], bool], used: Clock, cpu_limit: float, wall_limit: float,
+def watch(wait: Callable[[float], bool], used: Clock, cpu_limit: float, clock_limit: float, wall_cap: float,
           rate: float, stretch: Optional[Callable[[], float]] = None,
           queued: Optional[Clock] = None) -> tuple[str, float]:
-    """Wait until `wait` reports the end (ENDED), the CPU used passes `cpu_limit` (CPU) or
-    `wall_limit` seconds pass (WALL); returns that and the factor the limits were stretched by.
+    """Wait until `wait` reports the end (ENDED), the CPU used passes `cpu_limit` (CPU), the
+    program's clock passes `clock_limit` (CLOCK) or `wall_cap` seconds of wall time pass (WALL);
+    returns that and the factor the CPU was stretched by.
 
-    `wait(seconds)` blocks up to that long and returns True to end the watch. `used()` is the
-    program's CPU seconds so far; `rate` an upper bound of the CPU seconds it can use per wall
-    second (max_rate). No reading is needed until (limit - used) / rate seconds have passed:
-    the CPU used cannot reach the limit sooner. So an idle or single-threaded program is
-    read a handful of times, and a program burning CPU is stopped within MIN_POLL_S of its
+    `wait(seconds)` blocks up to that long and returns True to end the watch; the program must
+    not be reaped before the watch returns (its last run-queue delay is read then). `used()` is
+    the program's CPU seconds so far; `rate` an upper bound of the CPU seconds it can use per
+    wall second (max_rate). No reading is needed until (limit - used) / rate seconds have
+    passed: the CPU used cannot reach the limit sooner. So an idle or single-threaded program
+    is read a handful of times, and a program burning CPU is stopped within MIN_POLL_S of its
     limit (plus the kernel's accounting tick).
 
-    `stretch()`, asked once when the CPU first passes the limit, returns the machine's current
-    slowdown against the reference speed (>= 1, see `slowdown`): both limits grow by it, so
-    that a slow or shared host does not time out programs that fit the reference's limit.
+    The clock is the wall time since the start less `queued()`, the seconds the program's
+    threads spent runnable but waiting for a CPU (read every POLL_S, so that the delay of a
+    thread that exits stays counted; without `queued`, the wall time). It cannot pass its limit
+    before the wall time does, so a program that ends sooner costs no reading of it.
 
-    `queued()`, asked when the backstop is reached, returns the seconds the program spent
-    runnable but waiting for a CPU (`group_queued`): the backstop moves on by that much, so that
-    on a crowded machine a program that computes reaches its CPU limit instead of the backstop,
-    while one that sleeps or blocks (it queues for nothing) still ends at the backstop. Either
-    way the wall time stays under `wall_limit * MAX_SLOWDOWN` (what a host may wait for)."""
+    `stretch()`, asked once when the CPU first passes its limit (or the clock, if a slower
+    machine could explain that), returns the machine's current slowdown against the reference
+    speed (>= 1, see `slowdown`): the CPU limit grows by it and the clock counts CPU seconds at
+    the reference speed (the CPU used, divided by it), so that a slow or shared host does not
+    time out programs that fit the reference's limit; seconds spent sleeping are never stretched.
+    The program is stopped while the check runs; that time does not count.
+
+    `wall_cap` bounds what a host may wait for, whatever the load: it ends a program only when
+    it waited for a CPU that long."""
     started = time.monotonic()
-    backstop = started + wall_limit
-    check_at = started + cpu_limit / rate
-    factor = 1.0
+    cap = started + wall_cap
+    cpu_at = started + cpu_limit / rate
+    clock_at = started + clock_limit
+    poll_at = started + POLL_S if queued is not None else float("inf")
+    factor, paused, waited = 1.0, 0.0, 0.0
+
+    def check_speed() -> None:
+        nonlocal factor, paused
+        before = time.monotonic()
+        factor = stretch()
+        paused += time.monotonic() - before
+
+    def clock(at: float) -> float:
+        nonlocal waited
+        if queued is not None:
+            waited = queued()
+        scaled = used() * (1 - 1 / factor) if factor > 1 else 0.0
+        return at - started - paused - waited - scaled
+
+    def clock_over(at: float) -> float:
+        """The clock at `at`, after a speed check if a slow machine could explain its excess: at
+        the largest stretch its CPU seconds would leave a tenth of the limit or more (not for a
+        program that slept: the check costs ~15 ms of CPU, paused)."""
+        spent = clock(at)
+        if spent >= clock_limit and stretch is not None and factor == 1.0:
+            if spent - used() * (1 - 1 / MAX_SLOWDOWN) <= 0.9 * clock_limit:
+                held = paused
+                check_speed()
+                spent = clock(at) + (paused - held)  # the check came after `at`
+        return spent
+
     while True:
         now = time.monotonic()
-        if now >= check_at:
+        if now >= cpu_at:
             left = cpu_limit * factor - used()
             if left < 0 and stretch is not None and factor == 1.0:
-                factor = stretch()
-                backstop = started + wall_limit * factor
+                check_speed()
                 left = cpu_limit * factor - used()
             if left < 0:
                 return CPU, factor
-            check_at = now + max(left / rate, MIN_POLL_S)
-        if now >= backstop and queued is not None:
-            backstop = started + min(wall_limit * MAX_SLOWDOWN, wall_limit * factor + queued())
-        if now >= backstop:
+            cpu_at = now + max(left / rate, MIN_POLL_S)
+        if now >= poll_at:
+            waited = queued()
+            poll_at = now + POLL_S
+        if now >= clock_at:
+            spent = clock_over(now)
+            if spent >= clock_limit:
+                return CLOCK, factor
+            clock_at = time.monotonic() + max(clock_limit - spent, MIN_POLL_S)
+        if now >= cap:
             return WALL, factor
-        if wait(min(check_at, backstop) - now):
+        if wait(min(cpu_at, clock_at, poll_at, cap) - now):
+            ended = time.monotonic()
             if stretch is not None and factor == 1.0 and used() > cpu_limit:
-                factor = stretch()  # it ended past the limit between two readings: judged alike
+                held = paused
+                check_speed()  # it ended past the limit between two readings: judged alike
+                paused = held  # it had ended: the check stopped nothing
+            if ended - started - paused > clock_limit and clock_over(ended) > clock_limit:
+                return CLOCK, factor
             return ENDED, factor
 
 
@@ -117,8 +180,6 @@ def slowdown(reference_s: float = REFERENCE_S) -> float:
 def paused_slowdown(pgid: int, reference_s: float = REFERENCE_S) -> float:
     """`slowdown`, measured while the program's process group is stopped (it would compete
     for the same CPU quota)."""
-    import signal
-
     try:
         os.killpg(pgid, signal.SIGSTOP)
     except (ProcessLookupError, PermissionError):
@@ -176,9 +237,15 @@ def group_clock(pgid: int) -> Clock:
 
 
 def group_queued(pgid: int) -> Clock:
-    """Seconds the live threads of a process group spent runnable but waiting for a CPU (the
+    """Seconds the threads of a process group spent runnable but waiting for a CPU (the
     run-queue delay, /proc/<pid>/task/<tid>/schedstat's second field): the local sandbox."""
     return _queued(lambda pid, fields: int(fields[2]) == pgid)
+
+
+def session_queued(sid: int) -> Clock:
+    """`group_queued` for a session: a step a harness started in a session of its own (a
+    compiler and every process it runs)."""
+    return _queued(lambda pid, fields: int(fields[3]) == sid)
 
 
 def others_queued() -> Clock:
@@ -189,24 +256,129 @@ def others_queued() -> Clock:
 
 
 def _queued(member: Callable[[int, list], bool]) -> Clock:
-    """A thread that has exited drops out of the sum, so the clock keeps the highest reading
-    it has seen; 0 where the kernel keeps no schedstat."""
-    highest = 0.0
+    """Each thread's delay is kept as last read, so a thread that has exited still counts with
+    what it had waited then; 0 where the kernel keeps no schedstat."""
+    seen: dict[int, int] = {}
 
     def read() -> float:
-        nonlocal highest
-        waited = 0
         for pid, _ in _members(member):
             try:
-                for tid in os.listdir(f"/proc/{pid}/task"):
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue  # gone meanwhile
+            for tid in tids:
+                try:
                     with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as fh:
-                        waited += int(fh.read().split()[1])
-            except (OSError, IndexError, ValueError):
-                continue  # gone meanwhile, or no schedstat
-        highest = max(highest, waited / 1e9)
-        return highest
+                        seen[int(tid)] = max(seen.get(int(tid), 0), int(fh.read().split()[1]))
+                except (OSError, IndexError, ValueError):
+                    continue  # gone meanwhile, or no schedstat
+        return sum(seen.values()) / 1e9
 
     return read
+
+
+def own_clock() -> Clock:
+    """Inside a program: this process's wall time (time.monotonic) less the run-queue delay of its
+    threads, cumulative (take differences). Each thread's schedstat stays open and is read with
+    one pread; while the process has one thread (/proc/self/task's link count is 2 + the
+    threads), that one only (~3 us a reading; ~6 us listing the threads)."""
+    fds: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    main = str(os.getpid())
+
+    def read() -> float:
+        now = time.monotonic()
+        alone = main in fds and os.stat("/proc/self/task").st_nlink == 3
+        for tid in (main,) if alone else os.listdir("/proc/self/task"):
+            fd = fds.get(tid)
+            if fd is None:
+                try:
+                    fd = fds[tid] = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
+                except OSError:
+                    continue
+            try:
+                seen[tid] = int(os.pread(fd, 128, 0).split()[1])
+            except (OSError, IndexError, ValueError):
+                os.close(fds.pop(tid))
+        return now - sum(seen.values()) / 1e9
+
+    return read
+
+
+class Alarm:
+    """`signal.alarm` on the program's clock (`own_clock`), for a reference's ITIMER_REAL /
+    alarm limits applied inside a program: `set(seconds)` arms it (0 cancels); once the clock
+    has advanced that far, `expired()` is called in the main thread (it raises, as the
+    reference's handler does). SIGALRM comes when the wall time has advanced that far, the
+    earliest the clock can have, and is set again for what is left while the program had to
+    wait for a CPU. Installs its SIGALRM handler."""
+
+    def __init__(self, expired: Callable[[], None], clock: Optional[Clock] = None):
+        self.expired = expired
+        self.clock = clock or own_clock()
+        self.deadline: Optional[float] = None
+        signal.signal(signal.SIGALRM, self._on_alarm)
+
+    def set(self, seconds: float, now: Optional[float] = None) -> None:
+        """Arm for `seconds` of the clock from `now` (a reading of the clock, or read here)."""
+        if seconds <= 0:
+            self.deadline = None
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            return
+        self.deadline = (self.clock() if now is None else now) + seconds
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+
+    def _on_alarm(self, signum, frame) -> None:
+        if self.deadline is None:
+            return
+        left = self.deadline - self.clock()
+        if left > 0:
+            signal.setitimer(signal.ITIMER_REAL, max(left, MIN_POLL_S))
+            return
+        self.deadline = None
+        self.expired()
+
+
+def wait_clocked(pid: int, limit: float) -> tuple[bool, float]:
+    """Wait for child `pid`, the leader of a session of its own (a harness's step: a compiler, a
+    test case), until it exits or its session's clock passes `limit` (the reference's
+    `subprocess` timeout, on the clock); it is not reaped. Returns (True if it exited within
+    the limit, the clock's seconds)."""
+    queued = session_queued(pid)
+    started = time.monotonic()
+    try:
+        pidfd: Optional[int] = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+
+    def exited(seconds: float) -> bool:
+        if pidfd is not None:
+            return bool(select.select([pidfd], [], [], max(seconds, 0.0))[0])
+        deadline = time.monotonic() + seconds
+        while not os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    check_at = started + limit
+    try:
+        while True:
+            now = time.monotonic()
+            if exited(min(check_at, now + POLL_S) - now):
+                spent = time.monotonic() - started
+                if spent > limit:
+                    spent -= queued()
+                return spent <= limit, spent
+            waited = queued()
+            now = time.monotonic()
+            spent = now - started - waited
+            if spent >= limit:
+                return False, spent
+            check_at = now + max(limit - spent, MIN_POLL_S)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def _usage_usec(text: str) -> float:

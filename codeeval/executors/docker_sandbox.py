@@ -2,11 +2,11 @@
 
 Each container runs `docker_server.py` as PID 1, which executes one program at a time
 in a fresh forked child (rlimits, a CPU-time limit read from the container's cgroup, a
-wall-clock backstop, capped output, process-group and whole-container kill, scratch wiped
-between programs). The host talks to it over the container's attached stdin/stdout
-(length-prefixed JSON; attached.py), so a program costs a fork and a round trip instead of
-a container start (0.2-0.3 s). The engine is reached through the Docker SDK (engine.py):
-DOCKER_HOST / the docker context, local or remote.
+limit of its clock (wall time less run-queue delay), a wall-clock cap, capped output,
+process-group and whole-container kill, scratch wiped between programs). The host talks to it
+over the container's attached stdin/stdout (length-prefixed JSON; attached.py), so a program
+costs a fork and a round trip instead of a container start (0.2-0.3 s). The engine is reached
+through the Docker SDK (engine.py): DOCKER_HOST / the docker context, local or remote.
 
 Containers: --network none, read-only root, size-capped tmpfs scratch, --pids-limit,
 --memory (no swap), --cpus, --cap-drop ALL, no-new-privileges, a non-root uid per
@@ -59,7 +59,7 @@ class ContainerLimits:
     tmpfs_mb: int = 256  # size of the /tmp scratch tmpfs (program files and captured output)
     shm_mb: int = 64  # --shm-size (/dev/shm, wiped between programs too)
     start_timeout_s: float = 60.0  # how long a new container may take to answer
-    grace_s: float = 15.0  # host-side slack over a program's wall backstop before the container is declared dead
+    grace_s: float = 15.0  # host-side slack over a program's wall-clock cap before the container is declared dead
 
 
 def default_image() -> str:
@@ -267,7 +267,7 @@ class DockerSandbox(Sandbox):
 
     @staticmethod
     def _outcome(program: Program, r: dict) -> Outcome:
-        return classify(program, r["exit_code"], r["finished"], r["wall_expired"], r["duration"], r["cpu"],
+        return classify(program, r["exit_code"], r["finished"], r["limit"], r["duration"], r["cpu"],
                         r["stdout"], r["stderr"], base64.b64decode(r.get("result", "")), r.get("slowdown", 1.0))
 
     # -- clean-up -------------------------------------------------------------------------

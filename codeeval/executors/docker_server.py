@@ -6,12 +6,14 @@ as PID 1 and talks to it over a Unix socket the host mounts into the container
 a 4-byte big-endian length followed by UTF-8 JSON.
 
     -> {"ready": true, "cpu_clock": str, "cpu_rate": float, ...}   once, at start
-    <- {"key": str, "code": str, "timeout": float, "wall": float, "guard": bool,
+    <- {"key": str, "code": str, "timeout": float, "clock": float, "wall": float, "guard": bool,
         "rlimits": str, "tail": int}
-    -> {"key": str, "exit_code": int|null, "finished": bool, "wall_expired": bool,
+    -> {"key": str, "exit_code": int|null, "finished": bool, "limit": "ended"|"cpu"|"clock"|"wall",
         "duration": float, "cpu": float, "stdout": str, "stderr": str}   one per request
 
-`timeout` is a limit of CPU seconds, `wall` the wall-clock backstop. The CPU is read
+`timeout` is a limit of CPU seconds, `clock` one of the program's clock (wall time less the
+time every process in the container but the server spent waiting for a CPU: schedstat), `wall`
+the wall-clock cap (cputime.watch). The CPU is read
 from the container's own cgroup (cputime.container_clock; `cpu_clock` names the file):
 it counts the server, idle while it waits, and every thread, child and orphan of the
 program. It is read before the fork, again only once the program could have used its
@@ -23,8 +25,8 @@ stdout/stderr into files on the /out tmpfs (capped by RLIMIT_FSIZE and the tmpfs
 size), a fresh working directory, and runner.execute, which writes the one-time nonce
 to fd 3 only when the program ran to its end (runner.py says what that does and does
 not prove). The server keeps its own descriptors of the two output files and reads the
-tails through them, never by path (the program may replace the paths). After the CPU
-limit, the wall backstop or the child's exit, every other process in the container is killed (the
+tails through them, never by path (the program may replace the paths). After a limit or the
+child's exit, every other process in the container is killed (the
 process group first, then kill(-1), which also reaches detached daemons), the orphans
 are reaped, and the scratch space (/tmp, /dev/shm) is wiped. As PID 1 of its PID
 namespace the server cannot be killed by the programs (the kernel drops such signals
@@ -254,25 +256,23 @@ def _prepare() -> None:
     os.makedirs(OUT, mode=0o700, exist_ok=True)
 
 
-def _wait(pid: int, used: cputime.Clock, cpu_limit: float, wall_limit: float, rate: float,
-          channel: Channel, speed_reference: float) -> tuple[int | None, str, float]:
+def _wait(pid: int, used: cputime.Clock, cpu_limit: float, clock_limit: float, wall_cap: float, rate: float,
+          channel: Channel, speed_reference: float) -> tuple[str, float]:
     """Wait for the child until it exits, the CPU it `used` passes `cpu_limit` (stretched by the
-    machine's slowdown, cputime.watch), `wall_limit` passes, or the host hangs up.
+    machine's slowdown), its clock (wall time less the run-queue delay of every other process in
+    the container) passes `clock_limit`, `wall_cap` passes, or the host hangs up (cputime.watch).
+    The child is left to reap: an exited one stays a zombie, its last delay readable.
 
-    Returns (wait status or None, cputime.ENDED | CPU | WALL, the slowdown factor)."""
+    Returns (cputime.ENDED | CPU | CLOCK | WALL, the slowdown factor)."""
     try:
         pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
         pidfd = None
-    status = None
 
     def wait(seconds: float) -> bool:
-        nonlocal status
         deadline = time.monotonic() + seconds
         while True:
-            wpid, wstatus = os.waitpid(pid, os.WNOHANG)
-            if wpid == pid:
-                status = wstatus
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
                 return True
             if channel.eof:
                 return True
@@ -285,10 +285,9 @@ def _wait(pid: int, used: cputime.Clock, cpu_limit: float, wall_limit: float, ra
                 channel.fill()
 
     try:
-        why, factor = cputime.watch(wait, used, cpu_limit, wall_limit, rate,
-                                    stretch=lambda: cputime.paused_slowdown(pid, speed_reference),
-                                    queued=cputime.others_queued())
-        return status, why, factor
+        return cputime.watch(wait, used, cpu_limit, clock_limit, wall_cap, rate,
+                             stretch=lambda: cputime.paused_slowdown(pid, speed_reference),
+                             queued=cputime.others_queued())
     finally:
         if pidfd is not None:
             os.close(pidfd)
@@ -334,22 +333,21 @@ def run_one(req: dict, devnull: int, channel: Channel, clock: cputime.Clock, rat
         finally:
             os._exit(70)
     os.close(marker_w)
-    status, why, factor = _wait(pid, lambda: clock() - cpu_before, float(req.get("timeout", 3.0)),
-                                float(req["wall"]), rate, channel,
-                                float(req.get("speed_reference", cputime.REFERENCE_S)))
+    timeout = float(req.get("timeout", 3.0))
+    why, factor = _wait(pid, lambda: clock() - cpu_before, timeout, float(req.get("clock", timeout)),
+                        float(req["wall"]), rate, channel, float(req.get("speed_reference", cputime.REFERENCE_S)))
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    if status is None:
-        _, status = os.waitpid(pid, 0)
+    _, status = os.waitpid(pid, 0)
     duration = time.monotonic() - started
     clean = _kill_everything_else()
     response = {
         "key": req.get("key"),
         "exit_code": os.waitstatus_to_exitcode(status),
         "finished": runner.completed(marker_r, nonce),  # closes marker_r
-        "wall_expired": why == cputime.WALL,
+        "limit": why,
         "slowdown": factor,
         "duration": duration,
         "cpu": clock() - cpu_before,  # every process is dead and reaped: the tree's total

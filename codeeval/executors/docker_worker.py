@@ -12,7 +12,7 @@ import struct
 import time
 import uuid
 
-from codeeval.executors import cputime, docker_channel
+from codeeval.executors import docker_channel
 from codeeval.executors.attached import Attached, StartFailed
 from codeeval.executors.base import Program, Sandbox, rlimit_spec, safe_name
 from codeeval.executors.owners import LABEL, OWNER_LABEL
@@ -80,7 +80,8 @@ class _Worker:
         """Queue a program (the server runs its requests one at a time, in order)."""
         limits = self.sandbox.limits
         request = {
-            "key": program.key, "code": program.code, "timeout": program.timeout_s, "wall": program.backstop_s,
+            "key": program.key, "code": program.code, "timeout": program.timeout_s, "clock": program.clock_limit_s,
+            "wall": program.wall_cap_s,
             "guard": program.guard,
             # No RLIMIT_NPROC: the kernel counts it per uid host-wide (no user namespace), so
             # containers would share it; the container's --pids-limit bounds the processes.
@@ -102,8 +103,8 @@ class _Worker:
 
     def receive(self, program: Program, since: float) -> dict:
         """The answer for `program`, the oldest one sent; it may have started at `since` at the earliest."""
-        # the server may stretch the backstop up to MAX_SLOWDOWN times (slow or crowded host)
-        response = self._receive(since + program.backstop_s * cputime.MAX_SLOWDOWN + self.sandbox.container.grace_s)
+        # the server ends every program by its wall-clock cap (a slow or crowded host included)
+        response = self._receive(since + program.wall_cap_s + self.sandbox.container.grace_s)
         if response.get("key") != program.key:
             raise WorkerDied(f"protocol error: answer for {response.get('key')!r}, expected {program.key!r}")
         return response

@@ -4,8 +4,9 @@ For development and trusted code (`--executor local`). It isolates resources, no
 the file system or network: untrusted model output belongs in the Docker sandbox.
 
 The CPU limit counts the program's process group, read from /proc (cputime.group_clock):
-the harness shares its cgroup, so the cgroup's counter would count the harness too. A
-process that leaves the group (setsid) escapes the count as it escapes the kill.
+the harness shares its cgroup, so the cgroup's counter would count the harness too. So does
+the clock's run-queue delay (cputime.group_queued). A process that leaves the group (setsid)
+escapes the count as it escapes the kill.
 """
 from __future__ import annotations
 
@@ -114,7 +115,7 @@ class LocalSandbox(Sandbox):
             duration = time.monotonic() - started
             finished = runner.completed(fds.pop("marker_r"), nonce)  # closes it
             limit = self.limits.tail_bytes
-            return classify(program, proc.returncode, finished, why == cputime.WALL, duration, cpu,
+            return classify(program, proc.returncode, finished, why, duration, cpu,
                             runner.read_tail(fds["out"], limit), runner.read_tail(fds["err"], limit),
                             runner.read_head(fds["result"], self.limits.result_bytes), factor)
         finally:
@@ -124,10 +125,9 @@ class LocalSandbox(Sandbox):
 
 def _watch(pid: int, program: Program, rate: float, speed_reference: float) -> tuple[str, float, float]:
     """Wait until the program (the leader of process group `pid`) exits or breaks a limit
-    (stretched by the machine's slowdown); returns (cputime.ENDED | CPU | WALL, the group's CPU
-    seconds, the slowdown factor). Read before the leader is
-    reaped: an exited leader stays a zombie, its times (and its reaped children's) still in
-    /proc."""
+    (cputime.watch); returns (cputime.ENDED | CPU | CLOCK | WALL, the group's CPU seconds, the
+    slowdown factor). Read before the leader is reaped: an exited leader stays a zombie, its
+    times (and its reaped children's) and its run-queue delay still in /proc."""
     clock = cputime.group_clock(pid)
     try:
         pidfd = os.pidfd_open(pid)
@@ -145,8 +145,8 @@ def _watch(pid: int, program: Program, rate: float, speed_reference: float) -> t
         return True
 
     try:
-        why, factor = cputime.watch(exited, clock, program.timeout_s, program.backstop_s, rate,
-                                    stretch=lambda: cputime.paused_slowdown(pid, speed_reference),
+        why, factor = cputime.watch(exited, clock, program.timeout_s, program.clock_limit_s, program.wall_cap_s,
+                                    rate, stretch=lambda: cputime.paused_slowdown(pid, speed_reference),
                                     queued=cputime.group_queued(pid))
         return why, clock(), factor
     finally:

@@ -189,8 +189,21 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def preload_cputime() -> None:
+    """Import cputime.py from beside this file, as the Docker server's forked programs find it
+    imported: a harness's in-program limits use it (`import cputime`). This directory does not
+    stay on sys.path (the program would find codeeval's other modules there)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    try:
+        import cputime  # noqa: F401
+    finally:
+        sys.path.remove(here)
+
+
 def main(argv: list[str]) -> None:
     die_with_parent(int(os.environ.pop("CODEEVAL_PARENT_PID", "0")) or os.getppid())
+    preload_cputime()
     apply_limits(os.environ.pop("CODEEVAL_RLIMITS", ""))
     nonce_fd = int(os.environ.pop("CODEEVAL_NONCE_FD", "-1"))
     marker_fd = int(os.environ.pop("CODEEVAL_MARKER_FD", "-1"))

@@ -1,7 +1,7 @@
 # A CPU-burning orphan: a child forks a grandchild and exits, the grandchild leaves the
 # session (setsid, reparented to the sandbox's PID 1) and burns CPU, while the program
-# itself sleeps (uses no CPU). The CPU limit counts the whole tree, orphans included: this
-# must stop at the CPU limit, not run on to the wall-clock backstop.
+# itself sleeps (uses no CPU). The CPU limit counts the whole tree, orphans included, and the
+# program's clock runs while it sleeps: this must stop at its limit, not run on to the wall-clock cap.
 import os
 import time
 

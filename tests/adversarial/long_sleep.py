@@ -1,4 +1,4 @@
-# Long sleep: uses no CPU, so only the wall-clock backstop ends it.
+# Long sleep: uses no CPU, so only the clock limit (wall time less CPU waits) ends it.
 import time
 
 time.sleep(3600)

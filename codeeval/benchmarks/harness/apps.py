@@ -13,8 +13,10 @@ Writes one JSON line to the result channel (fd CODEEVAL_RESULT_FD) when every te
 Nothing is written when the harness itself dies (the reference's child process died): the host
 then scores every test -1, as apps_metric's check_correctness does.
 
-Limits: the reference's per-test `signal.alarm(4)` (and 4 s to load the module) is CPU time
-here (ITIMER_PROF); its 11 s for the whole sample is the program's CPU limit (host side).
+Limits: the reference's per-test `signal.alarm(4)` (and 4 s to load the module) is applied twice
+here: to the program's clock, its wall time less the time it waited for a CPU (cputime.Alarm,
+ITIMER_REAL set again while it waited), and to its CPU time (ITIMER_PROF); its 11 s for the
+whole sample (`join(timeout + 1)`) is the program's clock and CPU limit (host side).
 """
 import json
 import os
@@ -24,6 +26,7 @@ import types
 from io import StringIO
 from unittest.mock import mock_open, patch
 
+import cputime  # the sandbox's own (the runner's directory; imported in its server)
 import numpy as np
 
 TEST_LIMIT_S = 4
@@ -45,8 +48,17 @@ def _on_prof(signum, frame):
     raise TestTimeout()
 
 
+def _expired():
+    raise TestTimeout()
+
+
+ALARM = None  # the clock's alarm, set up by main()
+
+
 def limit(seconds):
+    """The reference's signal.alarm(seconds), on the clock and on the CPU time (0 cancels both)."""
     signal.setitimer(signal.ITIMER_PROF, seconds)
+    ALARM.set(seconds)
 
 
 def wrap_stdin_program(code):
@@ -281,7 +293,9 @@ def main():
         in_outs = json.loads(fh.read())
     with open("solution.py", encoding="utf-8") as fh:
         code = fh.read()
+    global ALARM
     signal.signal(signal.SIGPROF, _on_prof)
+    ALARM = cputime.Alarm(_expired)
     sys.stdin = open(os.devnull)  # noqa: SIM115 - a multiprocessing child's stdin, as in the reference
     results = [code_of(r) for r in run_tests(in_outs, code)]
     with os.fdopen(int(os.environ["CODEEVAL_RESULT_FD"]), "ab", closefd=False) as channel:

@@ -3,29 +3,35 @@ HKUNLP's `DS1000Problem.test` judges it (ds1000.py at 49c1c543, which bigcode do
 
 Sent as the program's code (without bigcode's guard: the reference runs `python program.py`
 through a shell with nothing disabled), with these files in its working directory:
-  problem.json  {"files": {relative path: base64}, "code_context", "lib", "test_type", "test_case_cnt"}
+  problem.json  {"files": {relative path: base64}, "code_context", "lib", "test_type", "test_case_cnt",
+                "case_limit_s"}
   solution.py   the post-processed sample
 Steps, as the reference: the problem folder's files are written out and `result/` made; for
 Matplotlib, lines with plt.show(), plt.clf(), plt.close() or savefig are dropped from the
 sample; program.py is code_context with `[insert]` replaced; each case runs as
-`python program.py --test_case i` (exit codes ignored, 60 s each: CPU seconds here, with a
-wall-clock backstop); test_type 3 calls stringTest on the sample without its print lines
-(the reference's filter, which skips lines while removing); a case passes iff
-result/result_{i}.pkl loads and `test(result, ans_i) == 1`, stopping at the first failure.
+`python program.py --test_case i` (exit codes ignored, `case_limit_s` each (60 s, the
+reference's `subprocess` timeout), applied to the case's clock, its wall time less the time it
+waited for a CPU (cputime.wait_clocked), and to its CPU time (RLIMIT_CPU)); test_type 3 calls
+stringTest on the sample without its print lines (the reference's filter, which skips lines
+while removing); a case passes iff result/result_{i}.pkl loads and `test(result, ans_i) == 1`,
+stopping at the first failure.
 One JSON line goes to the result channel: {"cases": [1 | 0 per case judged], "passed": bool,
 "exit_codes": [...]}.
 """
 import base64
 import importlib.util
 import json
+import math
 import os
 import pickle
 import resource
+import signal
 import subprocess
 import sys
+import tempfile
 
-CASE_CPU_S = 60
-CASE_WALL_S = 3 * CASE_CPU_S + 5
+import cputime  # the sandbox's own (the runner's directory; imported in its server)
+
 MATPLOTLIB_DROPPED = ("plt.show()", "plt.clf()", "plt.close()", "savefig")
 
 
@@ -54,19 +60,24 @@ def without_prints(code):
     return "\n".join(lines)
 
 
-def limit_case():
-    resource.setrlimit(resource.RLIMIT_CPU, (CASE_CPU_S, CASE_CPU_S + 1))
-    os.setsid()
+def run_case(i, seconds):
+    def limit_case():
+        resource.setrlimit(resource.RLIMIT_CPU, (math.ceil(seconds), math.ceil(seconds) + 1))
+        os.setsid()
 
-
-def run_case(i):
-    try:
-        done = subprocess.run([sys.executable, "program.py", "--test_case", str(i)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, preexec_fn=limit_case, timeout=CASE_WALL_S)
-        sys.stderr.write(done.stderr.decode("utf-8", "replace")[-2000:])
-        return done.returncode
-    except subprocess.TimeoutExpired:
-        return -9
+    with tempfile.TemporaryFile() as err:  # unnamed: the program does not see it
+        proc = subprocess.Popen([sys.executable, "program.py", "--test_case", str(i)], stdout=subprocess.DEVNULL,
+                                stderr=err, preexec_fn=limit_case)
+        ended, _ = cputime.wait_clocked(proc.pid, seconds)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        code = proc.wait()
+        err.seek(0, os.SEEK_END)
+        err.seek(max(0, err.tell() - 2000))
+        sys.stderr.write(err.read().decode("utf-8", "replace")[-2000:])
+    return code if ended else -9
 
 
 def load_module(path, name):
@@ -99,7 +110,7 @@ def main():
         code = matplotlib_lines(code)
     with open("program.py", "w", encoding="utf-8") as fh:
         fh.write(problem["code_context"].replace("[insert]", code))
-    exit_codes = [run_case(i) for i in range(1, count + 1)]
+    exit_codes = [run_case(i, float(problem["case_limit_s"])) for i in range(1, count + 1)]
     test_module = load_module("test_code.py", "test_code")
     passed = True
     if int(problem["test_type"]) == 3:

@@ -13,11 +13,13 @@ Sent as the program's code, with these files in its working directory:
 per group (EvalPlus runs each group in its own process), stdout/stderr swallowed, per-input
 time limit, `out == exp` with its special oracles, float comparison with `atol` (1e-6 once a
 float is expected, for the rest of the group), and stop at the group's first failure
-(EvalPlus's default fast check). Limits are CPU time (ITIMER_PROF), not wall time; a group
-whose budget (EvalPlus's process timeout) runs out is "timeout". After each
+(EvalPlus's default fast check). Each limit (EvalPlus's ITIMER_REAL per input, its process
+timeout per group) is applied twice: to the program's clock, its wall time less the time it
+waited for a CPU (cputime.own_clock, cputime.Alarm), and to its CPU time (ITIMER_PROF,
+time.process_time); a group whose budget runs out is "timeout". After each
 group one JSON line goes to the result channel (fd CODEEVAL_RESULT_FD):
   {"group", "status": "pass" | "fail" | "timeout", "tests": [1 pass, 0 wrong, -1 raised, -2 timed out]}
-"truth" writes one JSON line {"times": {group: [CPU seconds per input]}, "recompute": {group:
+"truth" writes one JSON line {"times": {group: [clock seconds per input]}, "recompute": {group:
 [indices]}} and then the pickle of the outputs, which the host keeps as opaque bytes for later
 "check" runs (HumanEval/15's outputs alone pickle to 147 MB: large ones are recomputed in the
 check from the canonical solution, on a copy of the input, not counted in the group's time).
@@ -31,6 +33,7 @@ import pickle
 import signal
 import time
 
+import cputime  # the sandbox's own (the runner's directory; imported in its server)
 import numpy as np
 
 from quiet_io import swallowed  # inlined when shipped (codeeval/benchmarks/harness_text.py)
@@ -47,12 +50,23 @@ def _on_prof(signum, frame):
     raise TimeLimit()
 
 
+def _expired():
+    raise TimeLimit()
+
+
+CLOCK = cputime.own_clock()  # this process's wall time less its run-queue delay
+ALARM = None  # on CLOCK, set up by main()
+
+
 @contextlib.contextmanager
-def cpu_limit(seconds):
-    signal.setitimer(signal.ITIMER_PROF, max(seconds, 1e-3))
+def time_limit(cpu_s, clock_s, now):
+    """EvalPlus's time_limit: `cpu_s` of CPU time, `clock_s` of the clock from its reading `now`."""
+    signal.setitimer(signal.ITIMER_PROF, max(cpu_s, 1e-3))
+    ALARM.set(max(clock_s, 1e-3), now)
     try:
         yield
     finally:
+        ALARM.set(0)
         signal.setitimer(signal.ITIMER_PROF, 0)
 
 
@@ -117,18 +131,19 @@ class Expected:
 
     def __init__(self, problem, shipped):
         self.problem, self.shipped, self.canonical = problem, shipped, None
-        self.spent = 0.0  # CPU seconds spent recomputing
+        self.spent_cpu = self.spent_clock = 0.0  # seconds spent recomputing
 
     def get(self, group, i, inp):
         if i not in group.get("recompute", ()):
             return self.shipped[group["name"]][i]
-        started = time.process_time()
+        started, started_clock = time.process_time(), CLOCK()
         if self.canonical is None:
             with open("canonical.py", encoding="utf-8") as fh:
                 self.canonical = load(fh.read(), self.problem["entry_point"])
         with swallowed():
             out = expected_output(self.problem, self.canonical, inp)
-        self.spent += time.process_time() - started
+        self.spent_cpu += time.process_time() - started
+        self.spent_clock += CLOCK() - started_clock
         return out
 
 
@@ -144,7 +159,7 @@ def expected_output(problem, fn, inp):
 
 
 def check_group(source, problem, group, expected):
-    started = time.process_time()
+    started, started_clock = time.process_time(), CLOCK()
     tests = []
     try:
         with swallowed():
@@ -154,11 +169,14 @@ def check_group(source, problem, group, expected):
     atol = problem["atol"]
     for i, (inp, limit) in enumerate(zip(group["inputs"], group["limits"])):
         exp = expected.get(group, i, inp)
-        left = group["budget"] - (time.process_time() - started - expected.spent)
+        now = CLOCK()
+        cpu_left = group["budget"] - (time.process_time() - started - expected.spent_cpu)
+        clock_left = group["budget"] - (now - started_clock - expected.spent_clock)
+        left = min(cpu_left, clock_left)
         if left <= 0:  # EvalPlus's parent kills the group's process: TIMEOUT
             return "timeout", tests
         try:
-            with cpu_limit(min(limit, left)):
+            with time_limit(min(limit, cpu_left), min(limit, clock_left), now):
                 with swallowed():
                     out = fn(*inp)
             _, atol = matches(problem["special"], out, exp, inp, atol)
@@ -176,16 +194,17 @@ def check_group(source, problem, group, expected):
 
 
 def truth(source, problem):
-    """Outputs and CPU seconds per input; outputs over SHIP_MAX bytes (or past SHIP_TOTAL in all)
-    are not shipped but named for recomputation."""
+    """Outputs and clock seconds per input (EvalPlus times the canonical solution's wall time);
+    outputs over SHIP_MAX bytes (or past SHIP_TOTAL in all) are not shipped but named for
+    recomputation."""
     fn = load(source, problem["entry_point"])
     outputs, times, recompute, total = {}, {}, {}, 0
     for group in problem["groups"]:
         outs, spent, big = [], [], []
         for i, inp in enumerate(group["inputs"]):
-            started = time.process_time()
+            started = CLOCK()
             out = expected_output(problem, fn, inp)
-            spent.append(time.process_time() - started)
+            spent.append(CLOCK() - started)
             size = len(pickle.dumps(out))
             if size > SHIP_MAX or total + size > SHIP_TOTAL:
                 out = None
@@ -212,7 +231,9 @@ def main():
         outputs, times, recompute = truth(source, problem)
         report(json.dumps({"times": times, "recompute": recompute}).encode() + b"\n" + pickle.dumps(outputs))
         return
+    global ALARM
     signal.signal(signal.SIGPROF, _on_prof)
+    ALARM = cputime.Alarm(_expired, CLOCK)
     with open("expected.pkl", "rb") as fh:
         expected = Expected(problem, pickle.load(fh))
     for group in problem["groups"]:

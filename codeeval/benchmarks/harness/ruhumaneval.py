@@ -13,8 +13,11 @@ for each test: `str(result)`, or None when the result is None or the call raised
 If exec raises, every result is None. "mera" reproduces that, the executing function's
 globals being a namespace with the reference module's names; "fresh" runs the program as a
 module (its own globals dict), so top-level imports, helpers and recursion work. The 3 s
-limit is CPU time here (ITIMER_PROF). A BaseException that is not an Exception escapes, as it
-kills MERA's child: no result is written (MERA: "timed out").
+limit (MERA's ITIMER_REAL) applies to the program's clock, its wall time less the time it
+waited for a CPU (cputime.Alarm), and to its CPU time (ITIMER_PROF); the 4 s of MERA's
+`join(timeout + 1)` are the whole program's clock and CPU limit (host side). A BaseException
+that is not an Exception escapes, as it kills MERA's child: no result is written (MERA: "timed
+out").
 
 One JSON line goes to the result channel (fd CODEEVAL_RESULT_FD):
   {"results": [null | [sha256 of str(result), its first 200 chars], one per test]}
@@ -28,6 +31,7 @@ import json
 import os
 import signal
 
+import cputime  # the sandbox's own (the runner's directory; imported in its server)
 from quiet_io import swallowed as swallow_io  # inlined when shipped (codeeval/benchmarks/harness_text.py)
 
 MERA_MODULE = '''
@@ -69,14 +73,17 @@ class TimeoutException(Exception):
 
 @contextlib.contextmanager
 def time_limit(seconds):
-    def handler(signum, frame):
+    def expired():
         raise TimeoutException("Timed out!")
 
-    signal.signal(signal.SIGPROF, handler)
+    signal.signal(signal.SIGPROF, lambda signum, frame: expired())
+    alarm = cputime.Alarm(expired)
     signal.setitimer(signal.ITIMER_PROF, seconds)
+    alarm.set(seconds)
     try:
         yield
     finally:
+        alarm.set(0)
         signal.setitimer(signal.ITIMER_PROF, 0)
 
 

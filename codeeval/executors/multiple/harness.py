@@ -5,13 +5,19 @@ call `main(<spec>)`. The spec (languages.Language.spec) lists the steps as argv 
 `{file}` placeholders; the program text is already in the working directory (Program.files).
 Each step's exit code and the first 2048 bytes of its stdout and stderr (the reference's
 capture size) go back as JSON on the result channel; the host judges them (languages.py).
-A compile step that fails stops the program, as in MultiPL-E's eval_<lang>.py.
+A compile step that fails stops the program, as in MultiPL-E's eval_<lang>.py. A step that
+runs past its limit (MultiPL-E's `subprocess` timeout) is killed and `timed_out`: the limit
+applies to the step's clock, its wall time less the time its processes waited for a CPU
+(cputime.wait_clocked), so that a step that sleeps or blocks times out as there, while a
+loaded machine does not time out a slow compiler.
 """
 import json
 import os
 import signal
 import subprocess
 import time
+
+import cputime  # the sandbox's own (the runner's directory; imported in its server)
 
 CAPTURE = 2048
 
@@ -21,28 +27,23 @@ def _head(path):
         return fh.read(CAPTURE).decode("utf-8", "ignore")
 
 
-def run_step(argv, env, wall_s, n):
-    """One command, its output into files (RLIMIT_FSIZE caps them), its process group killed at the end.
-    `wall_s` None: no limit here (the sandbox limits the whole job's CPU time and wall clock)."""
+def run_step(argv, env, limit_s, n):
+    """One command in a session of its own, its output into files (RLIMIT_FSIZE caps them), its
+    process group killed at the end; `limit_s` seconds of its clock."""
     out, err = f".step{n}.out", f".step{n}.err"
     started = time.monotonic()
     with open(out, "wb") as fo, open(err, "wb") as fe:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, env=env,
                                 start_new_session=True)
-        timed_out = False
+        ended, clock = cputime.wait_clocked(proc.pid, limit_s)
         try:
-            code = proc.wait(timeout=wall_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            code = None
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # leftovers (a compiler's daemon, a forked child)
+            os.killpg(proc.pid, signal.SIGKILL)  # leftovers (a compiler's daemon, a forked child); or the step
         except OSError:
             pass
-        if timed_out:
-            proc.wait()
-    return {"argv": argv[0], "exit_code": code, "timed_out": timed_out, "stdout": _head(out), "stderr": _head(err),
-            "seconds": round(time.monotonic() - started, 3)}
+        status = proc.wait()
+        code = status if ended else None
+    return {"argv": argv[0], "exit_code": code, "timed_out": not ended, "stdout": _head(out), "stderr": _head(err),
+            "seconds": round(time.monotonic() - started, 3), "clock": round(clock, 3)}
 
 
 def main(spec):
@@ -53,7 +54,7 @@ def main(spec):
     steps = []
     for n, step in enumerate(spec["steps"]):
         argv = [a.replace("{file}", spec["file"]).replace("{stem}", spec["file"].split(".")[0]) for a in step["argv"]]
-        result = run_step(argv, env, step["wall_s"], n)
+        result = run_step(argv, env, step["limit_s"], n)
         steps.append(result)
         if result["timed_out"] or (step.get("compile") and result["exit_code"] != 0):
             break

@@ -7,10 +7,12 @@ commands, timeouts and status rules are those of MultiPL-E's `evaluation/src/eva
 with the Debian toolchains of codeeval/containers/multiple (differences: docs/multiple.md). Only
 status "OK" with exit code 0 passes (bigcode's rule).
 
-Timeouts: each step keeps the reference's seconds; the job's CPU limit is their sum, enforced
-on the container's whole process tree (compilers included), so that a verdict does not depend
-on machine load. The wall-clock backstop is the sandbox's, for the whole job: the sum over the
-steps of 3 * timeout + 5 s (stretched, as the CPU limit, on a machine slower than the reference).
+Timeouts: each step keeps the reference's seconds, applied by the harness to the step's clock,
+its wall time less the time its processes waited for a CPU (cputime.wait_clocked), so that a
+step that sleeps or blocks times out as in MultiPL-E and a loaded machine does not time out a
+slow compiler. The job's CPU limit is the steps' sum, enforced on the container's whole process
+tree (compilers included); the job's clock limit (the sandbox's) is that sum + JOB_SLACK_S, for
+the harness's own work between the steps.
 """
 from __future__ import annotations
 
@@ -19,12 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Optional
 
-from codeeval.executors.base import SANDBOX_ERROR, TIMEOUT, Outcome, Program, wall_backstop
+from codeeval.executors.base import SANDBOX_ERROR, TIMEOUT, Outcome, Program
 
 HARNESS = (Path(__file__).with_name("harness.py")).read_text()
 
 OK, SYNTAX, EXCEPTION, ASSERTION, TIMED_OUT = "OK", "SyntaxError", "Exception", "AssertionError", "Timeout"
 REFERENCE = "ReferenceError"
+JOB_SLACK_S = 5.0  # the job's clock limit over the sum of its steps' (the harness starts and judges them)
 
 
 @dataclass(frozen=True)
@@ -152,14 +155,13 @@ class Language:
 
     def spec(self) -> dict:
         return {"file": self.file, "env": dict(self.env), "dirs": list(self.dirs),
-                "steps": [{"argv": list(s.argv), "wall_s": None, "compile": s.compile}
+                "steps": [{"argv": list(s.argv), "limit_s": s.timeout_s, "compile": s.compile}
                           for s in self.steps]}
 
     def program(self, text: str, key: str = "") -> Program:
         """The sandbox job that compiles and runs `text` (for the `multiple-<name>` image)."""
         code = HARNESS + f"\nmain(json.loads({json.dumps(json.dumps(self.spec()))}))\n"
-        return Program(key, code, timeout_s=self.timeout_s, guard=False,
-                       wall_s=sum(wall_backstop(s.timeout_s) for s in self.steps) + 5,
+        return Program(key, code, timeout_s=self.timeout_s, guard=False, clock_s=self.timeout_s + JOB_SLACK_S,
                        files={self.file: text.encode("utf-8")})
 
     def result(self, outcome: Outcome) -> Result:
