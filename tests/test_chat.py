@@ -5,7 +5,7 @@ import pytest
 
 from codeeval.benchmarks.spec import Problem, Prompting, TaskSpec
 from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, chat, fim
-from codeeval.generation.decoder import ends
+from codeeval.generation.stopping import ends
 from codeeval.generation.requests import Job, plan_jobs, to_output
 from codeeval.generation.transformers_backend import TransformersBackend
 

@@ -21,7 +21,7 @@ from codeeval.generation.prefill import cache_argument, forward, prefill
 from codeeval.generation.requests import Job
 from codeeval.generation.sampling import choose
 from codeeval.generation.seeds import sample_seed, uniform
-from codeeval.generation.stopping import RowEnds, ends  # noqa: F401  (ends: this module's old home)
+from codeeval.generation.stopping import RowEnds
 
 
 class BatchDecoder:
