@@ -104,17 +104,17 @@ class WorkerPolicy:
         for key, value in request.names.items():
             if ".." in Path(value).parts or "/" in value or "\\" in value:
                 out.append(f"{key} {value!r} would become a path outside its directory")
-        for key, value in {**request.reads, **request.writes}.items():
-            if ".." in Path(value).parts:
-                out.append(f"{key} {value!r} climbs out of its directory with '..'")
+        climbing = {key: value for key, value in {**request.reads, **request.writes}.items()
+                    if ".." in Path(value).parts}
+        out += [f"{key} {value!r} climbs out of its directory with '..'" for key, value in climbing.items()]
         if "any-path" not in self.allow:
             readable = (self.storage_root, *self.data_roots)
             for key, value in request.reads.items():
-                if ".." not in Path(value).parts and not _under(value, readable):
+                if key not in climbing and not _under(value, readable):
                     out.append(f"{key} {value!r} is outside this worker's data roots ({DATA_ROOTS_ENV}: "
                                f"{':'.join(map(str, self.data_roots)) or 'none'}) (allow: any-path)")
             for key, value in request.writes.items():
-                if ".." not in Path(value).parts and not _under(value, (self.storage_root,)):
+                if key not in climbing and not _under(value, (self.storage_root,)):
                     out.append(f"{key} {value!r} is outside this worker's storage ({self.storage_root}) "
                                "(allow: any-path)")
         if "over-caps" not in self.allow:
