@@ -59,7 +59,7 @@ def bench_human_eval(task, problems, n: int, workers: int) -> tuple[float, int]:
 def bench_docker(task, problems, n: int, workers: int) -> tuple[float, int, float, float]:
     """(programs/s from construction to close, programs passed, seconds until the containers
     were ready, programs/s of the run alone: started containers, as the bound's warm workers)."""
-    from codeeval.executors.docker_sandbox import DockerSandbox
+    from codeeval.executors.docker.sandbox import DockerSandbox
     from codeeval.pipeline.execute import build_programs
 
     generations = [{"task_id": p.task_id, "sample": i, "completion": task.reference_solution(p)}

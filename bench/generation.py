@@ -190,7 +190,8 @@ def main(argv=None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if ns.model is None:
-        from codeeval.generation.demo_model import ensure_demo_model
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test model's recipe lives with its users
+        from demo_model import ensure_demo_model
 
         ns.model = str(ensure_demo_model(log=lambda m: print(m, file=sys.stderr)))
     tokenizer = AutoTokenizer.from_pretrained(ns.model)

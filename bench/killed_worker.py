@@ -46,8 +46,8 @@ def tree(root: int) -> list[int]:
 
 def left_behind(pids: list[int]) -> list[str]:
     """Sandbox containers these processes started (other runs share the engine: never theirs)."""
-    from codeeval.executors.engine import connect
-    from codeeval.executors.owners import containers_of
+    from codeeval.executors.docker.engine import connect
+    from codeeval.executors.docker.owners import containers_of
 
     client = connect()
     try:

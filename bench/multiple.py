@@ -31,8 +31,8 @@ from multiple_bodies import ADD, BODIES  # noqa: E402
 from codeeval.benchmarks import multiple  # noqa: E402
 from codeeval.benchmarks.registry import get_task  # noqa: E402
 from codeeval.benchmarks.spec import LoadOptions  # noqa: E402
-from codeeval.executors import images  # noqa: E402
-from codeeval.executors.docker_sandbox import DockerSandbox  # noqa: E402
+from codeeval.executors.docker import images  # noqa: E402
+from codeeval.executors.docker.sandbox import DockerSandbox  # noqa: E402
 
 
 def one_docker_run(image: str, program, work: Path) -> bool:

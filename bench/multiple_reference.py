@@ -43,9 +43,9 @@ from multiple_bodies import ADD, BODIES  # noqa: E402
 
 from codeeval.benchmarks.registry import get_task  # noqa: E402
 from codeeval.benchmarks.spec import LoadOptions  # noqa: E402
-from codeeval.executors import images  # noqa: E402
 from codeeval.executors.base import Limits  # noqa: E402
-from codeeval.executors.docker_sandbox import DockerSandbox  # noqa: E402
+from codeeval.executors.docker import images  # noqa: E402
+from codeeval.executors.docker.sandbox import DockerSandbox  # noqa: E402
 from codeeval.executors.multiple.languages import LANGUAGES  # noqa: E402
 
 SYNTAX = "\n  )))) @@@ (((( ;;\n"  # a parse error in every language

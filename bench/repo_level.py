@@ -27,7 +27,7 @@ RELEASED = ["gpt-4-1106-preview", "deepseek-7b"]
 
 def jobs():
     from codeeval.benchmarks.registry import get_task
-    from codeeval.benchmarks.repo_exec import ground_truth
+    from codeeval.benchmarks.repo.execution import ground_truth
     from codeeval.benchmarks.spec import LoadOptions
 
     task = get_task("deveval")
@@ -45,7 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", default="1,2,3")
     args = parser.parse_args()
-    from codeeval.executors.images import python_image
+    from codeeval.executors.docker.images import python_image
     from codeeval.executors.repo.envs import ensure_env
     from codeeval.executors.repo.jobs import RepoRun
     from codeeval.executors.repo.testrun import TestRunner

@@ -158,7 +158,7 @@ class Sampler:
                 import docker
 
                 self._api = docker.from_env().api
-            from codeeval.executors.owners import containers_of
+            from codeeval.executors.docker.owners import containers_of
 
             for name in containers_of(self._api, pids):
                 if name not in self.containers:

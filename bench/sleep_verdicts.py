@@ -93,7 +93,7 @@ def main() -> int:
     parser.add_argument("--sleepers", type=int, default=16, help="HumanEval/MBPP problems per sleeper set")
     parser.add_argument("--only", choices=("idle", "busy"), help="one condition only")
     args = parser.parse_args()
-    from codeeval.executors.docker_sandbox import DockerSandbox
+    from codeeval.executors.docker.sandbox import DockerSandbox
     from codeeval.pipeline.execute import execute_rows
 
     print(f"codeeval from {Path(sys.modules['codeeval'].__file__).parent if 'codeeval' in sys.modules else '?'}")

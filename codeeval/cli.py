@@ -15,7 +15,7 @@ from typing import Callable, Optional, Sequence
 from codeeval.cli_args import build_parser, config_from_args
 from codeeval.core import memory
 from codeeval.core.errors import RunFailed, UsageError, no_space
-from codeeval.pipeline.summary import no_space_message, results_table
+from codeeval.reporting.summary import no_space_message, results_table
 
 
 def prefect_environment() -> None:
@@ -108,7 +108,7 @@ def nightly(models_file: str, output_dir: str, runs_dir: str) -> int:
     from pathlib import Path
 
     from codeeval import prefect_api
-    from codeeval.pipeline import nightly as library
+    from codeeval.reporting import nightly as library
 
     prefect_environment()
     from codeeval.pipeline.plan import check
@@ -142,7 +142,7 @@ def inspect_run(run: str) -> int:
 
 def compare_runs(run_a: str, run_b: str) -> int:
     from codeeval.core import storage
-    from codeeval.pipeline.compare import report
+    from codeeval.reporting.compare import report
 
     print(report(storage.locate(run_a), storage.locate(run_b)), end="")
     return 0
@@ -237,7 +237,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(f"{name:<32} {metrics:<22} {spec.description if spec else ''}")
             return 0
         if args.command == "leaderboard":
-            from codeeval.pipeline.leaderboard import load_results, scores, table
+            from codeeval.reporting.leaderboard import load_results, scores, table
 
             print((scores if args.scores else table)(load_results(args.results)))
             return 0

@@ -2,7 +2,7 @@
 
 The recipes (codeeval/containers/) travel in the wheel beside the sandbox server they install,
 so a host with only `pip install codeeval` builds the same images, under the same tags
-(codeeval/executors/images.py hashes the recipes' bytes), as a checkout's `make images`.
+(codeeval/executors/docker/images.py hashes the recipes' bytes), as a checkout's `make images`.
 Each recipe is idempotent: a no-op when its tag exists.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from codeeval.core.cache import cache_root
 from codeeval.core.errors import UsageError
-from codeeval.executors import images
+from codeeval.executors.docker import images
 
 CONTAINERS = Path(images.ROOT) / "containers"
 # runtime -> its recipe, in the order `all` builds them (multiple and ds1000 build the python base first)

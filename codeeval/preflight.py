@@ -73,14 +73,14 @@ def check_sandbox(config: RunConfig) -> None:
     if config.generation_only:
         return
     from codeeval.benchmarks.registry import get_task
-    from codeeval.executors import images
+    from codeeval.executors.docker import images
 
     runtimes = {spec.execution.runtime for spec in map(get_task, config.tasks) if spec.executes} - images.PYTHON_RUNTIMES
     if config.executor != "docker":
         if runtimes:
             raise UsageError(f"{', '.join(sorted(runtimes))} run only in the Docker sandbox: use --executor docker")
         return
-    from codeeval.executors.docker_sandbox import SandboxUnavailable, check_available, default_image
+    from codeeval.executors.docker.sandbox import SandboxUnavailable, check_available, default_image
 
     try:
         check_available(default_image())

@@ -42,7 +42,7 @@ def codeeval_cache(tmp_path_factory):
 @pytest.fixture(scope="session")
 def demo_model_dir(tmp_path_factory) -> str:
     """The small model trained here in seconds (demo_model.TEST_RECIPE), shared by the test files."""
-    from codeeval.generation import demo_model
+    import demo_model
 
     path = tmp_path_factory.mktemp("demo-model") / "model"
     return str(demo_model.ensure_demo_model(path, demo_model.TEST_RECIPE, log=None))

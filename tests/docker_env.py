@@ -23,7 +23,7 @@ def ensure_images() -> str:
     for command in (["bash", "scripts/ensure-docker.sh"], [sys.executable, "-m", "codeeval", "images", "build"]):
         done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
         assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
-    from codeeval.executors import images
+    from codeeval.executors.docker import images
 
     return images.python_image()
 
@@ -94,8 +94,8 @@ def _proc(name: str):
 
 def containers_of(pids, sandbox_id: str = "") -> list[str]:
     """The sandbox containers these processes (of this host's boot) started, running or not."""
-    from codeeval.executors.engine import connect
-    from codeeval.executors.owners import containers_of as of
+    from codeeval.executors.docker.engine import connect
+    from codeeval.executors.docker.owners import containers_of as of
 
     client = connect()
     try:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from docker_env import container_ids, ensure_images, humaneval_programs, our_containers, processes_in, unstretched
 
-from codeeval.executors import docker_sandbox as ds
 from codeeval.executors.base import FAILED, PASSED, TIMEOUT, Limits, Program
+from codeeval.executors.docker import sandbox as ds
 
 ATTACKS = Path(__file__).resolve().parent / "adversarial"
 TIMEOUT_S = 2.0

@@ -19,7 +19,7 @@ from docker_env import ensure_images, unstretched
 
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Sample
-from codeeval.executors.docker_sandbox import DockerSandbox
+from codeeval.executors.docker.sandbox import DockerSandbox
 from codeeval.generation import BackendSpec, GenerationArgs
 from codeeval.generation.transformers_backend import TransformersBackend
 from codeeval.pipeline.execute import execute_rows, verdict_of

@@ -20,7 +20,7 @@ from conftest import DATA
 
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
-from codeeval.pipeline.compare import MCNEMAR, compare_runs, mcnemar_exact
+from codeeval.reporting.compare import MCNEMAR, compare_runs, mcnemar_exact
 
 LIMIT = 10
 

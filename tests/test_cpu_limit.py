@@ -9,8 +9,8 @@ import dataclasses
 import pytest
 from docker_env import busy_cores, ensure_images, humaneval_programs, mbpp_programs, unstretched
 
-from codeeval.executors import docker_sandbox as ds
 from codeeval.executors.base import PASSED, TIMEOUT, Program
+from codeeval.executors.docker import sandbox as ds
 from codeeval.executors.local import LocalSandbox
 
 CPU_DETAIL = "CPU time limit 1s exceeded"

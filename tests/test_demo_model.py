@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from codeeval.generation import demo_model
+import demo_model
 
 
 def test_build_cache_and_reuse(tmp_path, monkeypatch):

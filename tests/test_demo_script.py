@@ -9,7 +9,7 @@ from pathlib import Path
 
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
-from codeeval.executors.images import PYTHON_RUNTIMES
+from codeeval.executors.docker.images import PYTHON_RUNTIMES
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "scripts" / "demo.sh"

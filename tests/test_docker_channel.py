@@ -11,9 +11,9 @@ import time
 import pytest
 from docker_env import ensure_images, our_containers, unstretched
 
-from codeeval.executors import docker_channel
-from codeeval.executors import docker_sandbox as ds
 from codeeval.executors.base import FAILED, PASSED, Program
+from codeeval.executors.docker import channel as docker_channel
+from codeeval.executors.docker import sandbox as ds
 
 PROGRAMS = [Program("ok", "print('hi')\nassert 1 + 1 == 2"), Program("bad", "assert False"),
             Program("big", "x = " + repr("y" * 300_000) + "\nassert len(x) == 300_000")]

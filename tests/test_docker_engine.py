@@ -18,10 +18,10 @@ import docker
 import pytest
 from docker_env import ensure_images
 
-from codeeval.executors import docker_sandbox as ds
-from codeeval.executors import engine
 from codeeval.executors.base import PASSED, Program
-from codeeval.executors.docker_flags import create_args
+from codeeval.executors.docker import sandbox as ds
+from codeeval.executors.docker import engine
+from codeeval.executors.docker.flags import create_args
 
 LOCAL = "/var/run/docker.sock"
 UNREACHABLE = ["unix:///nonexistent/docker.sock", "tcp://127.0.0.1:9"]

@@ -21,9 +21,10 @@ from docker_env import (
     unstretched,
 )
 
-from codeeval.executors import docker_sandbox as ds
-from codeeval.executors import images, open_sandbox
+from codeeval.executors import open_sandbox
 from codeeval.executors.base import FAILED, PASSED, SANDBOX_ERROR, TIMEOUT, Limits, Program
+from codeeval.executors.docker import sandbox as ds
+from codeeval.executors.docker import images
 
 
 @pytest.fixture(scope="module")
@@ -235,8 +236,8 @@ def test_container_dying_twice_is_a_sandbox_error_not_a_failure(image, monkeypat
 
 CHILD = textwrap.dedent("""
     import sys, time
-    from codeeval.executors.docker_sandbox import DockerSandbox
     from codeeval.executors.base import Program
+    from codeeval.executors.docker.sandbox import DockerSandbox
     sb = DockerSandbox(n_workers=2)
     sb.start()
     print(sb.owner, flush=True)

@@ -20,8 +20,8 @@ from codeeval.benchmarks import ds1000
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Problem, Sample, Verdict
 from codeeval.core.errors import UsageError
-from codeeval.executors.docker_sandbox import DockerSandbox
-from codeeval.executors.images import ds1000_image
+from codeeval.executors.docker.images import ds1000_image
+from codeeval.executors.docker.sandbox import DockerSandbox
 from codeeval.pipeline.execute import execute_rows, verdict_of
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -10,7 +10,7 @@ from codeeval.benchmarks import evalplus_judge
 from codeeval.benchmarks.mbppplus_inputs import deserialize
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
-from codeeval.executors.docker_sandbox import DockerSandbox
+from codeeval.executors.docker.sandbox import DockerSandbox
 from codeeval.pipeline.execute import execute_rows, verdict_of
 
 PASS, WRONG, RAISED, TIMED_OUT, NOT_RUN = 1, 0, -1, -2, -3

@@ -134,7 +134,7 @@ def owned_containers(pids, engine: str | None = None) -> list[str]:
     """The sandbox containers these processes started (their owner label), on `engine` or the default one."""
     import docker
 
-    from codeeval.executors.owners import containers_of
+    from codeeval.executors.docker.owners import containers_of
 
     client = docker.DockerClient(base_url=engine, timeout=30) if engine else docker.from_env(timeout=30)
     try:

@@ -23,7 +23,7 @@ from codeeval.benchmarks.data import encodable
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Problem, dataset_prompt
 from codeeval.core.errors import UsageError
-from codeeval.generation.replay import parse
+from codeeval.generation.replay.backend import parse
 from codeeval.pipeline.config import RunConfig
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -59,7 +59,7 @@ def refused_or(fn):
 
 
 # ---------------------------------------------------------------------------------------------
-# saved generations (codeeval/generation/replay.py): every accepted shape, and anything else
+# saved generations (codeeval/generation/replay/backend.py): every accepted shape, and anything else
 
 ROW = st.fixed_dictionaries({"task_id": st.sampled_from(["T/0", "T/1", "11"]) | JSON},
                             optional={"completion": TEXT | JSON, "solution": TEXT | JSON, "namespace": JSON})
@@ -94,7 +94,7 @@ def test_the_streamed_array_is_json_loads_or_not_streamable(value, indent, chunk
     character, gives json.loads's elements, or NotStreamable where the text is no JSON array."""
     import io
 
-    from codeeval.generation import replay_stream
+    from codeeval.generation.replay import stream as replay_stream
 
     text = json.dumps(value, indent=indent)
     text = text[:at] + noise + text[at:]
@@ -118,8 +118,8 @@ def test_the_streamed_array_is_json_loads_or_not_streamable(value, indent, chunk
 def test_spilled_programs_read_back_per_shard_as_parsed(tmp_path, lists, spill_group, monkeypatch):
     """The replay backend's spill (replay_spill.Spill) gives every shard of problems next to
     each other the programs that parse() gives them, however the rows fall into row groups."""
-    from codeeval.generation import replay_spill
-    from codeeval.generation.replay import Reader
+    from codeeval.generation.replay import spill as replay_spill
+    from codeeval.generation.replay.backend import Reader
 
     assume(all(lists) and all(encodable(s) for g in lists for s in g))
     monkeypatch.setattr(replay_spill, "ROW_GROUP", spill_group)
@@ -349,7 +349,7 @@ def test_data_the_fuzzer_found(tmp_path, task, name, change, message):
 
 
 # ---------------------------------------------------------------------------------------------
-# models files (codeeval/pipeline/nightly.py load_models) and task lists (--tasks)
+# models files (codeeval/reporting/nightly.py load_models) and task lists (--tasks)
 
 KEYS = st.sampled_from(["model", "tasks", "limit", "backend", "generation", "n_samples", "k", "data_dir",
                         "allow_code_execution", "backend_options", "output_dir", "limit_start", "memory_mb"])
@@ -372,8 +372,8 @@ def models_text(value) -> bytes:
 @FUZZ
 @given(content=MODELS.map(models_text) | st.binary(max_size=120) | TEXT.map(lambda t: t.encode("utf-8", "replace")))
 def test_any_models_file_gives_checked_configs_or_one_line(tmp_path, content):
-    from codeeval.pipeline.nightly import load_models
     from codeeval.pipeline.plan import check
+    from codeeval.reporting.nightly import load_models
 
     path = tmp_path / "models.yaml"
     path.write_bytes(content)
@@ -399,7 +399,7 @@ FOUND_MODELS = [  # what the fuzzer found: each a TypeError traceback (or a cras
 
 @pytest.mark.parametrize("text,message", FOUND_MODELS)
 def test_models_files_the_fuzzer_found(tmp_path, text, message):
-    from codeeval.pipeline.nightly import load_models
+    from codeeval.reporting.nightly import load_models
 
     path = tmp_path / "models.yaml"
     path.write_text(text)

@@ -4,7 +4,8 @@ imports point down the layers only, with no circle, not even inside a function.
     app (codeeval/*.py: cli, preflight, image_builds, prefect_api)
     flows/      Prefect flows
     tasks/      Prefect tasks (the only other Prefect code)
-    pipeline/   the stages' logic: plan, generate, execute, score, publish, leaderboard, nightly
+    reporting/  what runs say: summary, compare, the nightly leaderboard and its page
+    pipeline/   the stages' logic: plan, generate, execute, score, publish, failures
     generation/ backends
     benchmarks/ families, their metrics
     executors/  sandboxes, runners, the repository patcher
@@ -14,13 +15,14 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "codeeval"
-LAYERS = ("core", "executors", "benchmarks", "generation", "pipeline", "tasks", "flows", "app")
+LAYERS = ("core", "executors", "benchmarks", "generation", "pipeline", "reporting", "tasks", "flows", "app")
 ORCHESTRATION = ("tasks", "flows", "app")  # where Prefect may be imported
 NOT_MODULES = ("harness", "containers")  # files copied into sandboxes, recipes
 
@@ -29,7 +31,7 @@ def modules() -> dict[str, Path]:
     out = {}
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(REPO).with_suffix("")
-        if any(part in NOT_MODULES for part in rel.parts) or path.name in ("runner.py", "docker_server.py"):
+        if any(part in NOT_MODULES for part in rel.parts) or rel.as_posix() in ("codeeval/executors/runner", "codeeval/executors/docker/server"):
             continue  # the sandbox server and runner run inside the image, stdlib only
         parts = list(rel.parts)
         if parts[-1] == "__init__":
@@ -140,3 +142,35 @@ def test_the_checker_sees_a_violation(tmp_path, monkeypatch):
     assert "codeeval.core.bad (core) -> codeeval.flows.evaluate (flows)" in upward(edges)
     assert all(line.startswith("codeeval.core.bad ") for line in upward(edges))
     assert ["codeeval.core.bad", "codeeval.flows.evaluate"] in circles(edges)
+
+
+def diagram_rows() -> dict[str, str]:
+    """docs/architecture.md's layer diagram: each layer (its first column) -> the text of its row."""
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("```\n", 2)[1]
+    rows: dict[str, str] = {}
+    layer_name = None
+    for line in block.splitlines():
+        if not line.startswith(" │"):
+            continue
+        if line[3:15].strip():  # the columns: " │ ", layer (12), what it is (16), its modules
+            layer_name = line[3:15].strip().rstrip("/")
+            rows[layer_name] = ""
+        rows[layer_name] += " " + line[31:].rstrip(" │")
+    return rows
+
+
+def test_the_architecture_diagram_draws_the_tree():
+    """Every folder of the package is in the diagram, in its layer's row, and nothing else is;
+    every module of a layer is named in its row (the diagram drifted once: docs/architecture.md)."""
+    rows = diagram_rows()
+    drawn = {name for name in rows if name != "app"}
+    drawn |= {f"{name}/{sub}" for name, text in rows.items() for sub in re.findall(r"\b([a-z_0-9]+)/", text)}
+    tree = {str(d.relative_to(PACKAGE)) for d in PACKAGE.rglob("*") if d.is_dir() and d.name != "__pycache__"
+            and "containers" not in d.relative_to(PACKAGE).parts}
+    assert drawn == tree, f"folders not drawn: {sorted(tree - drawn)}; drawn but absent: {sorted(drawn - tree)}"
+    unnamed = [f"{name}/{path.stem}" for name in drawn if name in LAYERS for path in (PACKAGE / name).glob("*.py")
+               if path.stem != "__init__" and not re.search(rf"\b{path.stem}\b", rows[name])]
+    unnamed += [f"codeeval/{path.stem}" for path in PACKAGE.glob("*.py")
+                if path.stem not in ("__init__", "__main__") and not re.search(rf"\b{path.stem}\b", rows["app"])]
+    assert not unnamed, f"modules the diagram does not name: {unnamed}"

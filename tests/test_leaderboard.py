@@ -1,7 +1,7 @@
 import json
 
 from codeeval.cli import main
-from codeeval.pipeline.leaderboard import load_results, scores, table
+from codeeval.reporting.leaderboard import load_results, scores, table
 
 
 def write(path, model, metrics, problems=None):
@@ -49,7 +49,7 @@ def test_a_first_night_where_every_model_failed_still_lists_them_with_their_caus
     """No previous leaderboard and no score at all: the page names each model, its whole cause,
     its tasks as `failed`, and a trend of one night with no point; the parquet keeps the rows."""
     from codeeval.core.errors import RunFailed
-    from codeeval.pipeline import leaderboard_html, nightly
+    from codeeval.reporting import nightly, page as leaderboard_html
 
     error = RunFailed("1 shards failed (...):\n  generate-mbpp-shard-000: OSError: no such file\n  not run: score-mbpp")
     cause = nightly.failure_cause(error)
@@ -83,7 +83,7 @@ def test_a_leaderboard_from_before_the_samples_were_kept_is_said_in_one_line(tmp
     """Rows of an older leaderboard (no stderr, interval or samples columns) render, with no interval
     and no error bar, and each comparison that needs their samples says why it was not made; a
     copy under samples/ that no recent night names is pruned."""
-    from codeeval.pipeline import leaderboard_html, leaderboard_paired, nightly
+    from codeeval.reporting import nightly, page as leaderboard_html, paired as leaderboard_paired
 
     old = {"model": "m", "task": "humaneval", "metric": "pass@1", "value": 0.5, "primary": True, "problems": 4,
            "run_id": "m-1", "date": "2026-11-23", "error": None}
@@ -136,7 +136,7 @@ def test_scores_carry_the_standard_error_interval_and_problems(tmp_path, capsys)
 
 def test_a_model_behind_an_api_shows_its_tokens(tmp_path):
     """results.json's `api` usage: the markdown table and the nightly page give tokens per model."""
-    from codeeval.pipeline import leaderboard_html, nightly
+    from codeeval.reporting import nightly, page as leaderboard_html
 
     api = {"humaneval": {"problems": 8, "primary": "pass@1",
                          "api": {"prompt_tokens": 861, "completion_tokens": 208, "requests_sent": 8}},

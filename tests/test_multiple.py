@@ -19,8 +19,8 @@ from codeeval.benchmarks.data import read_jsonl
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
 from codeeval.core.errors import UsageError
-from codeeval.executors import images
-from codeeval.executors.docker_sandbox import DockerSandbox, SandboxUnavailable
+from codeeval.executors.docker import images
+from codeeval.executors.docker.sandbox import DockerSandbox, SandboxUnavailable
 from codeeval.executors.multiple.languages import LANGUAGES
 
 RUNNABLE = sorted(LANGUAGES)

@@ -212,7 +212,7 @@ def test_the_changes_list_the_problems_that_flipped_since_the_previous_night(nig
 
 
 def test_a_malformed_models_file_is_one_line(tmp_path):
-    from codeeval.pipeline.nightly import load_models
+    from codeeval.reporting.nightly import load_models
 
     path = tmp_path / "models.yaml"
     path.write_text("models:\n  - model: reference\n    tasks: [humaneval]\n    temperature: 0.1\n")

@@ -10,7 +10,7 @@ from docker_env import ensure_images
 
 from codeeval.benchmarks.spec import Problem
 from codeeval.core.errors import UsageError
-from codeeval.generation.replay import parse, path_for
+from codeeval.generation.replay.backend import parse, path_for
 
 PROBLEMS = [Problem("T/0", 0, "def f():", {}), Problem("T/1", 1, "def g():", {})]
 PROMPT = lambda p: p.prompt  # noqa: E731 - a task's completion_prefix

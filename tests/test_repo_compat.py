@@ -8,8 +8,8 @@ from pathlib import Path
 from repo_fixtures import write_data, write_mini_tree
 
 from codeeval.benchmarks.registry import TASKS
-from codeeval.benchmarks.repo_level import make
-from codeeval.benchmarks.repo_truncate import CL100K_SHA256, gpt4_encoding
+from codeeval.benchmarks.repo.family import make
+from codeeval.benchmarks.repo.truncate import CL100K_SHA256, gpt4_encoding
 from codeeval.benchmarks.spec import LoadOptions
 
 

@@ -17,14 +17,14 @@ import pytest
 from docker_env import containers_of, ensure_images
 from repo_fixtures import MINI_UTIL, write_data, write_mini_tree
 
-from codeeval.benchmarks import repo_post
-from codeeval.benchmarks.repo_level import make
+from codeeval.benchmarks.repo import post as repo_post
+from codeeval.benchmarks.repo.family import make
 from codeeval.benchmarks.spec import LoadOptions
 from codeeval.executors.repo.jobs import RepoJob, RepoRun
 from codeeval.executors.repo.lock import limit_name
 from codeeval.executors.repo.patch import Journal, RestoreFailed, patched_text, sha256
 from codeeval.executors.repo.testrun import TestRunner
-from codeeval.generation import replay
+from codeeval.generation.replay import backend as replay
 from codeeval.tasks import slots
 
 HERE = Path(__file__).resolve().parent
@@ -71,7 +71,7 @@ def test_journal_restores_the_pristine_bytes_and_refuses_a_dirty_file(tmp_path):
 
 
 def test_dependency_recall_by_static_analysis(tmp_path):
-    from codeeval.benchmarks.repo_deps import dependencies, recall
+    from codeeval.benchmarks.repo.deps import dependencies, recall
 
     clamp, area, shout = write_mini_tree(tmp_path)
     assert recall(MINI_UTIL, clamp, "    return max(lo(), min(x, hi))\n") == 1.0
@@ -180,8 +180,8 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[3])
 from repo_fixtures import MINI_UTIL
 from codeeval.executors.repo.jobs import RepoJob, RepoRun
-from codeeval.executors.repo.testrun import TestRunner
 from codeeval.executors.repo.lock import limit_name
+from codeeval.executors.repo.testrun import TestRunner
 from codeeval.tasks import slots
 import json
 rec = json.loads(sys.argv[2])
@@ -303,7 +303,7 @@ def test_malformed_record_is_named(tmp_path):
 
 
 def test_unbuildable_environment_is_env_error_not_a_model_failure(tmp_path, runner, monkeypatch):
-    from codeeval.benchmarks.repo_exec import RepoPassAtK
+    from codeeval.benchmarks.repo.execution import RepoPassAtK
     from codeeval.benchmarks.spec import Problem, RepoContext, Sample, Verdict
 
     monkeypatch.setenv("CODEEVAL_CACHE", str(tmp_path / "cache"))

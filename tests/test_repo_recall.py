@@ -14,9 +14,9 @@ import dill
 import pytest
 from docker_env import ensure_images
 
-from codeeval.benchmarks.repo_deps import DependencyRecall
-from codeeval.benchmarks.repo_level import make
-from codeeval.benchmarks.repo_pickle import load_analyzer
+from codeeval.benchmarks.repo.deps import DependencyRecall
+from codeeval.benchmarks.repo.family import make
+from codeeval.benchmarks.repo.pickles import load_analyzer
 from codeeval.benchmarks.spec import LoadOptions, Sample
 from codeeval.cli import main
 from codeeval.core.errors import UsageError

@@ -16,7 +16,7 @@ from codeeval.benchmarks import ruhumaneval
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Sample, Verdict
 from codeeval.core.errors import UsageError
-from codeeval.executors.docker_sandbox import DockerSandbox
+from codeeval.executors.docker.sandbox import DockerSandbox
 from codeeval.pipeline.execute import execute_rows, verdict_of
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -30,7 +30,7 @@ from codeeval.benchmarks import ds1000
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
 from codeeval.executors.base import Program
-from codeeval.executors.docker_sandbox import DockerSandbox
+from codeeval.executors.docker.sandbox import DockerSandbox
 
 from test_apps import FIXTURES
 from test_multiple import ensure_multiple_images

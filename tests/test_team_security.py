@@ -157,7 +157,7 @@ def started_containers(since: float, until: float, pids: set[int]) -> list[str]:
     """Sandbox containers created in the window by these processes (their owner label)."""
     import docker
 
-    from codeeval.executors.owners import LABEL, OWNER_LABEL
+    from codeeval.executors.docker.owners import LABEL, OWNER_LABEL
 
     client = docker.from_env(timeout=30)
     try:

@@ -15,7 +15,7 @@ from docker_env import ensure_images
 
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
-from codeeval.executors.docker_sandbox import DockerSandbox
+from codeeval.executors.docker.sandbox import DockerSandbox
 from codeeval.pipeline.execute import execute_rows, verdict_of
 
 RUNS = 3

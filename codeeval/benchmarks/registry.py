@@ -17,10 +17,10 @@ from codeeval.benchmarks import (
     mbpp,
     multiple,
     pal,
-    repo_level,
     ruhumaneval,
     text_to_code,
 )
+from codeeval.benchmarks.repo import family as repo_level
 from codeeval.benchmarks.spec import TaskSpec
 from codeeval.core.errors import UsageError
 

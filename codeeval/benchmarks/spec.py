@@ -123,7 +123,7 @@ class Execution(abc.ABC):
 
     def run(self, programs: Sequence[Program], sandbox, progress=None) -> list[Outcome]:
         """Run the shard's jobs. Default: the sandbox runs them as programs; the repo-level
-        execution patches repositories instead (codeeval/benchmarks/repo_exec.py)."""
+        execution patches repositories instead (codeeval/benchmarks/repo/execution.py)."""
         return sandbox.run(programs, progress)
 
     def judge(self, problem: Problem, outcome: Outcome, prepared: Any = None) -> Verdict:

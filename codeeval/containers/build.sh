@@ -8,9 +8,9 @@
 #                           downloaded on the host (recipe: containers/python/stage.sh)
 #   codeeval-python:<hash>  the packages + the sandbox server, non-root user
 #                           (recipe: this file, executors/runner.py, executors/cputime.py,
-#                           executors/docker_server.py)
+#                           executors/docker/server.py)
 #
-# The tags come from executors/images.py, which the Docker sandbox uses to find the image.
+# The tags come from executors/docker/images.py, which the Docker sandbox uses to find the image.
 # Each tag hashes its recipe files (and its parent's tag): every step that shapes the base
 # and packages images lives in their recipe scripts, so that a changed step changes the tag;
 # this file only checks, orders and reports for those two layers.
@@ -24,9 +24,9 @@ PYTHON=$(host_python)
 command -v docker >/dev/null 2>&1 || die "docker not found: run 'make engine' (scripts/ensure-docker.sh) first."
 docker info >/dev/null 2>&1 || die "the Docker engine does not answer: run 'make engine' (scripts/ensure-docker.sh) first."
 
-base=$("$PYTHON" executors/images.py base)
-packages=$("$PYTHON" executors/images.py packages)
-image=$("$PYTHON" executors/images.py python)
+base=$("$PYTHON" executors/docker/images.py base)
+packages=$("$PYTHON" executors/docker/images.py packages)
+image=$("$PYTHON" executors/docker/images.py python)
 
 if exists "$image"; then
     say "$image is up to date."

@@ -1,5 +1,5 @@
 # Shell functions the image recipes source (containers/build.sh, multiple/*.sh, ds1000/build.sh,
-# base/rootfs.sh). executors/images.py hashes this file into the root-file-system tags (base,
+# base/rootfs.sh). executors/docker/images.py hashes this file into the root-file-system tags (base,
 # MultiPL-E toolchains), so a changed step here rebuilds every image; the server layer's step is
 # in server_layer.sh, so that a change there rebuilds in seconds. Callers set RECIPE (their name
 # in messages) and run from the repository root.

@@ -1,4 +1,4 @@
-# Sourced by the image recipes after containers/lib.sh; executors/images.py hashes it into the
+# Sourced by the image recipes after containers/lib.sh; executors/docker/images.py hashes it into the
 # tags of the images with a sandbox server (python, ds1000, multiple-<suite>).
 
 # The sandbox server layer: FROM + STAGE's files + the server's files under /opt/codeeval,
@@ -12,7 +12,8 @@ server_layer() {
     trap 'docker rm -f "$_layer" >/dev/null 2>&1 || true' EXIT
     local tmp=$_layer
     mkdir -p "$stage/opt/codeeval"
-    cp executors/runner.py executors/cputime.py executors/docker_server.py "$stage/opt/codeeval/"
+    cp executors/runner.py executors/cputime.py "$stage/opt/codeeval/"
+    cp executors/docker/server.py "$stage/opt/codeeval/docker_server.py"
     docker create --name "$tmp" --network none "$from" python3 -m compileall -q -j 0 "$@" /opt/codeeval >/dev/null
     docker cp "$stage/." "$tmp:/"
     docker start -a "$tmp" >/dev/null || { docker rm -f "$tmp" >/dev/null; die "byte-compiling in $tag failed"; }

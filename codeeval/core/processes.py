@@ -3,7 +3,7 @@
 A pid alone names whichever process has it now: the kernel gives a dead holder's pid to the next
 process, and a reboot renews them all. (host, boot id, pid, start time in clock ticks since boot)
 names one process for ever, so a record that carries it tells whether its process still runs.
-Sandbox containers (executors/owners.py) and repository slots (tasks/slot_holders.py) are owned
+Sandbox containers (executors/docker/owners.py) and repository slots (tasks/slot_holders.py) are owned
 this way.
 """
 from __future__ import annotations

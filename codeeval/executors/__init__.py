@@ -9,7 +9,7 @@ from codeeval.executors.base import Limits, Outcome, Program, Sandbox  # noqa: F
 # name -> "module:Class" under codeeval.executors
 SANDBOXES = {
     "local": "local:LocalSandbox",
-    "docker": "docker_sandbox:DockerSandbox",
+    "docker": "docker.sandbox:DockerSandbox",
 }
 
 
@@ -18,13 +18,13 @@ class SandboxSpec:
     name: str = "docker"
     n_workers: int = 0  # 0 = the machine's core count
     limits: Limits = Limits()
-    runtime: str = "python"  # Execution.runtime: which image the Docker sandbox runs (codeeval/executors/images.py)
+    runtime: str = "python"  # Execution.runtime: which image the Docker sandbox runs (codeeval/executors/docker/images.py)
 
 
 def open_sandbox(spec: SandboxSpec) -> Sandbox:
     module, _, cls = SANDBOXES[spec.name].partition(":")
     sandbox_cls = getattr(importlib.import_module(f"codeeval.executors.{module}"), cls)
-    from codeeval.executors.images import PYTHON_RUNTIMES
+    from codeeval.executors.docker.images import PYTHON_RUNTIMES
 
     if spec.runtime in PYTHON_RUNTIMES:
         return sandbox_cls(n_workers=spec.n_workers, limits=spec.limits)

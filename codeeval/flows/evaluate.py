@@ -37,7 +37,7 @@ from codeeval.pipeline.plan import backend_spec, check, sandbox_spec
 from codeeval.pipeline.policy import config_request
 from codeeval.pipeline.problems import portable
 from codeeval.pipeline.publish import publish
-from codeeval.pipeline.summary import ShardFailure, failure_message, results_table, summary_line, summary_markdown
+from codeeval.reporting.summary import ShardFailure, failure_message, results_table, summary_line, summary_markdown
 from codeeval.tasks.shards import KEPT, SKIPPED, execute_shard, generate_shard, load_problems, score_task
 
 explain_failures()

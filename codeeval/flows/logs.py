@@ -14,7 +14,7 @@ import os
 
 from codeeval.core.errors import RunFailed, no_space
 
-# class names (codeeval/executors/engine.py, flows/stages.py): nothing imported for them
+# class names (codeeval/executors/docker/engine.py, flows/stages.py): nothing imported for them
 EXPLAINED = ("SandboxUnavailable", "StageFailed")
 LOGGERS = ("prefect.flow_runs", "prefect.task_runs", "prefect.engine")
 

@@ -6,7 +6,7 @@ markdown artifact of the changes since the previous night (`leaderboard-changes`
 Every night's leaderboard is also kept as history/leaderboard-<UTC timestamp>.parquet, never
 overwritten (the page's trend charts read them), and each model's Parquet files as
 samples/<UTC timestamp>/<run_id> (what the paired comparisons read, tonight's and the next night's:
-codeeval/pipeline/leaderboard_paired.py). A model whose run fails keeps its previous rows
+codeeval/reporting/paired.py). A model whose run fails keeps its previous rows
 (their date says how old they are), carries its root cause (every failed shard's) on the page,
 in the table and in the changes, and fails the flow run once the page is written, so the UI
 shows it red while the leaderboard stays complete.
@@ -22,9 +22,9 @@ from codeeval.core import artifacts
 from codeeval.core.errors import RunFailed
 from codeeval.flows.evaluate import evaluate
 from codeeval.flows.guard import enforce, worker_policy
-from codeeval.pipeline import leaderboard_charts, leaderboard_html, leaderboard_paired, nightly
 from codeeval.pipeline.plan import check
 from codeeval.pipeline.policy import nightly_request
+from codeeval.reporting import charts, nightly, page, paired
 
 
 def _run_name() -> str:
@@ -61,7 +61,7 @@ def nightly_leaderboard(models_file: str, output_dir: str = "leaderboard", runs_
             rows += nightly.failed_rows(previous, config.model, config.tasks, failed[config.model], date)
             continue
         try:  # what tomorrow's paired comparison reads, kept as it is tonight
-            samples = leaderboard_paired.keep_samples(out, nightly.night_of(snapshot), results)
+            samples = paired.keep_samples(out, nightly.night_of(snapshot), results)
         except OSError as exc:
             samples = None
             log.warning("%s: its samples were not kept (no paired comparison): %s", config.model, exc)
@@ -70,23 +70,23 @@ def nightly_leaderboard(models_file: str, output_dir: str = "leaderboard", runs_
 
     delta = nightly.changes(previous, rows)
     previous_date = max((r["date"] for r in previous), default=None)
-    paired = leaderboard_paired.compare_nights(out, rows, previous, failed)
+    comparisons = paired.compare_nights(out, rows, previous, failed)
     nightly.write_leaderboard(board, rows)
     nightly.write_leaderboard(snapshot, rows)
     history = nightly.read_history(out)
-    leaderboard_paired.prune(out, [rows for _, rows in history[-leaderboard_paired.KEEP_NIGHTS:]])
-    changes_md = nightly.changes_markdown(delta, previous_date, date, failed, paired)
-    page = artifacts.write_bytes(out / "index.html", leaderboard_html.render(
-        rows, f"{leaderboard_charts.short_night(night)} UTC", delta, previous_date, failed, history, paired).encode())
+    paired.prune(out, [rows for _, rows in history[-paired.KEEP_NIGHTS:]])
+    changes_md = nightly.changes_markdown(delta, previous_date, date, failed, comparisons)
+    html = artifacts.write_bytes(out / "index.html", page.render(
+        rows, f"{charts.short_night(night)} UTC", delta, previous_date, failed, history, comparisons).encode())
     create_table_artifact([{k: r[k] for k in ("model", "task", "metric", "value", "stderr", "ci95_low", "ci95_high",
                                               "problems", "run_id", "date", "error")}
                            for r in rows if r["primary"]], key="leaderboard",
                           description=f"codeeval leaderboard {date} (primary metric per task)")
     create_markdown_artifact(changes_md, key="leaderboard-changes", description=f"changes on {date}")
-    log.info("leaderboard: %d rows, %d changes; %s", len(rows), len(delta), page)
+    log.info("leaderboard: %d rows, %d changes; %s", len(rows), len(delta), html)
     if failed:
         raise RunFailed(f"{len(failed)} of {len(configs)} models failed: "
                         + "".join(f"\n{m}: {why}" for m, why in failed.items()))  # every cause, whole
     return {"date": date, "rows": len(rows), "changes": delta, "reused": reused,
-            "flips": leaderboard_paired.flips_by_model(paired),
-            "parquet": str(board), "html": str(page)}
+            "flips": paired.flips_by_model(comparisons),
+            "parquet": str(board), "html": str(html)}

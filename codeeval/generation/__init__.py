@@ -11,7 +11,7 @@ from codeeval.generation.base import Backend, GenerationArgs, GenOutput, GenRequ
 # kind -> "module:Class" under codeeval.generation
 BACKENDS = {
     "reference": "reference:ReferenceBackend",
-    "replay": "replay:ReplayBackend",
+    "replay": "replay.backend:ReplayBackend",
     "transformers": "transformers_backend:TransformersBackend",
     "openai": "openai_backend:OpenAIBackend",
     "vllm": "vllm_backend:VLLMBackend",

@@ -27,7 +27,7 @@ TAIL_LINES = 3
 # Exceptions worth a retry: the machinery failed, not the model (class names anywhere in the
 # MRO, so that optional libraries need not be imported to be recognised).
 INFRASTRUCTURE = frozenset({
-    "SandboxUnavailable", "WorkerDied",  # codeeval/executors/docker_sandbox.py
+    "SandboxUnavailable", "WorkerDied",  # codeeval/executors/docker/sandbox.py
     "ConnectionError", "TimeoutError", "BrokenPipeError",  # builtins (network, engine sockets)
     "APIConnectionError", "APITimeoutError", "InternalServerError", "RateLimitError",  # openai
     "ConnectError", "ReadTimeout", "RemoteProtocolError",  # httpx

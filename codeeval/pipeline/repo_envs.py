@@ -28,8 +28,8 @@ class ProjectReport:
 def report(task: str, data_dir: Optional[Path], source_code_root: Optional[Path], executor: str = "docker",
            emit: Callable[[str], None] = print) -> list[ProjectReport]:
     """Build each project's environment and run its ground truths (the host lock only: no Prefect)."""
-    from codeeval.benchmarks.repo_exec import RepoExecution, ground_truth, runner_for
-    from codeeval.benchmarks.repo_level import make
+    from codeeval.benchmarks.repo.execution import RepoExecution, ground_truth, runner_for
+    from codeeval.benchmarks.repo.family import make
     from codeeval.benchmarks.spec import LoadOptions
     from codeeval.executors.repo.envs import EnvError, ensure_env
     from codeeval.executors.repo.jobs import ENV_ERROR, RepoRun

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Recipe of the base image: a minimal Debian bookworm with python3, made by debootstrap and
 # imported as TAG. Every step that shapes the image is in this file, which
-# executors/images.py hashes into TAG (containers/build.sh only decides whether to run it).
+# executors/docker/images.py hashes into TAG (containers/build.sh only decides whether to run it).
 # Usage: rootfs.sh WORK_DIR TAG   (run as root; WORK_DIR/rootfs is scratch)
 set -euo pipefail
 RECIPE=containers/base/rootfs.sh; source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"

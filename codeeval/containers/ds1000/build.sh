@@ -3,20 +3,20 @@
 # images-ds1000`; the DS-1000 tests run it): the base image (containers/build.sh builds it) + the
 # wheels of containers/ds1000/requirements.txt, downloaded on the host (torch's CPU wheel from the
 # local wheel directory) + the sandbox server, committed like the python image. Idempotent: a
-# no-op when the tag of the current recipe exists. The tag (executors/images.py) hashes this file,
+# no-op when the tag of the current recipe exists. The tag (executors/docker/images.py) hashes this file,
 # requirements.txt and the server's files. Env: as containers/build.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 RECIPE=containers/ds1000/build.sh; source containers/lib.sh; source containers/server_layer.sh
 root=$(pwd)
 PYTHON=$(host_python)
-image=$("$PYTHON" executors/images.py ds1000)
+image=$("$PYTHON" executors/docker/images.py ds1000)
 if exists "$image"; then
     say "$image is up to date."
     exit 0
 fi
 bash containers/build.sh  # the base image (and the default python image)
-base=$("$PYTHON" executors/images.py base)
+base=$("$PYTHON" executors/docker/images.py base)
 build=${CODEEVAL_BUILD_DIR:-$root/.cache/images}
 wheels=${CODEEVAL_WHEELS:-$root/.cache/wheels}
 stage=$build/ds1000

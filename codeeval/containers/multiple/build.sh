@@ -5,7 +5,7 @@
 #   codeeval-multiple-<suite>-toolchains:<hash>  Debian <suite> minbase + python3 + the toolchains in
 #                           containers/multiple/<suite>.txt (recipe: containers/multiple/rootfs.sh)
 #   codeeval-multiple-<suite>:<hash>  the toolchains + the sandbox server, non-root user (recipe: this
-#                           file, executors/runner.py, executors/cputime.py, executors/docker_server.py)
+#                           file, executors/runner.py, executors/cputime.py, executors/docker/server.py)
 #
 # Suites: bookworm (20 languages), trixie (Swift only: bookworm has none). Julia has no image.
 # Env: CODEEVAL_MULTIPLE_SUITES (default "bookworm trixie"), CODEEVAL_BUILD_DIR, PYTHON, DEBIAN_MIRROR.
@@ -24,8 +24,8 @@ started=$(date +%s)
 # ---- toolchain layers: the suites that need one are built at the same time (mostly download and unpack)
 pids=(); building=()
 for suite in "${suites[@]}"; do
-    tools=$("$PYTHON" executors/images.py "multiple-$suite-toolchains")
-    image=$("$PYTHON" executors/images.py "multiple-$suite")
+    tools=$("$PYTHON" executors/docker/images.py "multiple-$suite-toolchains")
+    image=$("$PYTHON" executors/docker/images.py "multiple-$suite")
     if exists "$image" || exists "$tools"; then
         continue
     fi
@@ -47,8 +47,8 @@ done
 
 # ---- server layers: the sandbox server, as in the python image (containers/build.sh)
 for suite in "${suites[@]}"; do
-    tools=$("$PYTHON" executors/images.py "multiple-$suite-toolchains")
-    image=$("$PYTHON" executors/images.py "multiple-$suite")
+    tools=$("$PYTHON" executors/docker/images.py "multiple-$suite-toolchains")
+    image=$("$PYTHON" executors/docker/images.py "multiple-$suite")
     if exists "$image"; then
         say "$image is up to date."
         continue

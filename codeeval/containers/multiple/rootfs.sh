@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Recipe of a MultiPL-E toolchain image: Debian SUITE minbase + python3 (the sandbox server)
 # + the packages listed in PACKAGES, installed in a chroot with no recommends, imported as TAG.
-# Every step that shapes the image is in this file or PACKAGES, which executors/images.py
+# Every step that shapes the image is in this file or PACKAGES, which executors/docker/images.py
 # hashes into TAG (containers/build.sh only decides whether to run it).
 # Usage: rootfs.sh WORK_DIR SUITE PACKAGES TAG   (run as root; WORK_DIR/rootfs-SUITE is scratch)
 set -euo pipefail

@@ -2,7 +2,7 @@
 # Recipe of the packages image: BASE + the wheels of requirements.txt installed for the
 # image's interpreter (CPython 3.11, manylinux x86_64), byte-compiled, committed as TAG.
 # Every step that shapes the image is in this file or requirements.txt, which
-# executors/images.py hashes into TAG (containers/build.sh only decides whether to run it).
+# executors/docker/images.py hashes into TAG (containers/build.sh only decides whether to run it).
 # Usage: stage.sh WORK_DIR WHEEL_DIR BASE TAG PIP...   (WORK_DIR/stage is scratch)
 # Containers cannot reach the package registry: wheels are downloaded here, on the host.
 set -euo pipefail

@@ -222,13 +222,13 @@ LANGUAGES: dict[str, Language] = {lang.name: lang for lang in (
     _compiled("ts", ("tsc", "--target", "esnext", "{file}"), ("node", "{stem}.js"), rule=ts_rule),
 )}
 
-# Languages with prompts but no toolchain (codeeval/executors/images.py raises for their runtime).
+# Languages with prompts but no toolchain (codeeval/executors/docker/images.py raises for their runtime).
 UNAVAILABLE = {"jl": "Julia"}
 
 
 def language(name: str) -> Language:
     if name in UNAVAILABLE:
-        from codeeval.executors.images import runtime_image
+        from codeeval.executors.docker.images import runtime_image
 
         runtime_image(f"multiple-{name}")  # raises with the reason
     try:

@@ -4,7 +4,7 @@ A host-local `flock` on the project's directory itself (an O_RDONLY descriptor: 
 written in the user's tree, and every run on the host meets there whatever its cache): the
 kernel drops it when its holder dies, so whoever holds it knows no live process on this host is
 patching the repository. Across hosts, the execution declares `limit_name(project)` as a lock key
-(benchmarks/repo_exec.py) and the orchestration holds that Prefect global concurrency limit
+(benchmarks/repo/execution.py) and the orchestration holds that Prefect global concurrency limit
 around the shard (codeeval/tasks/slots.py); `/` becomes `:` because Prefect bans `/` in names.
 """
 from __future__ import annotations

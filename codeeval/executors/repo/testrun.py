@@ -69,7 +69,7 @@ class TestRunner:
 
     def _container(self, argv: list[str], extra: list[str], timeout_s: float) -> TestRun:
         name = f"codeeval-repo-{uuid.uuid4().hex[:12]}"
-        from codeeval.executors.owners import LABEL, OWNER_LABEL, _owner_id
+        from codeeval.executors.docker.owners import LABEL, OWNER_LABEL, _owner_id
 
         # the sandbox's labels: any codeeval run's sweep removes it once this process is gone
         flags = ["--label", f"{LABEL}=repo", "--label", f"{OWNER_LABEL}={_owner_id()}",
@@ -86,8 +86,8 @@ def _run_container(image: str, command: list[str], flags: list[str], name: str, 
     """The tests in a container through the Docker SDK. Its stdin stays attached while they run:
     guard.py kills everything when it closes (we died). Not auto-removed, so that its exit code
     can be read however fast it exits; removed here, or by the next sweep if we die."""
-    from codeeval.executors import engine
-    from codeeval.executors.attached import Attached, StartFailed
+    from codeeval.executors.docker import engine
+    from codeeval.executors.docker.attached import Attached, StartFailed
 
     started = time.monotonic()
     try:

@@ -1,5 +1,5 @@
 """One sandbox container and the host side of docker_server.py's protocol: length-prefixed
-JSON requests and answers on a Unix socket (docker_channel.py; on a remote engine, its stdin
+JSON requests and answers on a Unix socket (channel.py; on a remote engine, its stdin
 and stdout), each answer read against a deadline."""
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import struct
 import time
 import uuid
 
-from codeeval.executors import docker_channel
-from codeeval.executors.attached import Attached, StartFailed
 from codeeval.executors.base import Program, Sandbox, rlimit_spec, safe_name
-from codeeval.executors.owners import LABEL, OWNER_LABEL
+from codeeval.executors.docker import channel as docker_channel
+from codeeval.executors.docker.attached import Attached, StartFailed
+from codeeval.executors.docker.owners import LABEL, OWNER_LABEL
 
 SERVER = "/opt/codeeval/docker_server.py"
 FIRST_UID = 10000  # the image has users sandbox0..127 = uid 10000..10127
@@ -40,7 +40,7 @@ class _Worker:
         uid = FIRST_UID + slot % N_UIDS
         listener = docker_channel.Listener() if docker_channel.local_engine() else None
         channel = ["--channel", docker_channel.SOCKET] if listener else []
-        self.conn = None  # the server's socket (docker_channel.py), else its stdin and stdout
+        self.conn = None  # the server's socket (channel.py), else its stdin and stdout
         try:
             self.container = Attached(
                 sandbox.client, sandbox.image, ["python3", "-I", SERVER, *channel, *sandbox.warm],

@@ -40,7 +40,7 @@ def ground_truth(problem: Problem) -> str:
 def runner_for(sandbox) -> TestRunner:
     if getattr(sandbox, "name", "docker") == "local":
         return TestRunner("local")
-    from codeeval.executors.images import python_image
+    from codeeval.executors.docker.images import python_image
 
     return TestRunner("docker", image=python_image())
 

@@ -1,8 +1,8 @@
 """Docker sandbox: a pool of long-lived, locked-down containers, one per worker slot.
 
-Each container runs `docker_server.py` as PID 1, which executes one program at a time
-in a fresh forked child (rlimits, a CPU-time limit read from the container's cgroup, a
-limit of its clock (wall time less run-queue delay), a wall-clock cap, capped output,
+Each container runs server.py (in the image: /opt/codeeval/docker_server.py) as PID 1, which
+executes one program at a time in a fresh forked child (rlimits, a CPU-time limit read from the
+container's cgroup, a limit of its clock (wall time less run-queue delay), a wall-clock cap, capped output,
 process-group and whole-container kill, scratch wiped between programs). The host talks to it
 over the container's attached stdin/stdout (length-prefixed JSON; attached.py), so a program
 costs a fork and a round trip instead of a container start (0.2-0.3 s). The engine is reached
@@ -10,7 +10,7 @@ through the Docker SDK (engine.py): DOCKER_HOST / the docker context, local or r
 
 Containers: --network none, read-only root, size-capped tmpfs scratch, --pids-limit,
 --memory (no swap), --cpus, --cap-drop ALL, no-new-privileges, a non-root uid per
-slot (written as `docker run` flags, docker_flags.py). A container that dies is replaced
+slot (written as `docker run` flags, flags.py). A container that dies is replaced
 and its program retried once, then recorded as `sandbox_error` (never as a model failure); a
 container that cannot start (the engine restarting or gone) is charged to no program: after
 MAX_START_FAILURES in a row the run fails with SandboxUnavailable, which the flow retries.
@@ -32,7 +32,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from codeeval.executors import engine, images
+from codeeval.executors.docker import engine, images
 from codeeval.executors.base import (
     SANDBOX_ERROR,
     Limits,
@@ -42,9 +42,9 @@ from codeeval.executors.base import (
     Sandbox,
     classify,
 )
-from codeeval.executors.docker_worker import NotStarted, WorkerDied, _Worker  # noqa: F401 - ditto
-from codeeval.executors.engine import SandboxUnavailable, check_available  # noqa: F401 - the sandbox's API
-from codeeval.executors.owners import LABEL, OWNER_LABEL, _owner_id, sweep_stale  # noqa: F401 - ditto
+from codeeval.executors.docker.engine import SandboxUnavailable, check_available  # noqa: F401 - the sandbox's API
+from codeeval.executors.docker.owners import LABEL, OWNER_LABEL, _owner_id, sweep_stale  # noqa: F401 - ditto
+from codeeval.executors.docker.worker import NotStarted, WorkerDied, _Worker  # noqa: F401 - ditto
 
 MAX_START_FAILURES = 4
 

@@ -1,4 +1,4 @@
-"""The leaderboard page's paired parts (codeeval/pipeline/leaderboard_paired.py): in the changes,
+"""The leaderboard page's paired parts (codeeval/reporting/paired.py): in the changes,
 per model and task the problems that flipped since the previous night; and a section per model
 comparing it tonight with its previous night and with tonight's best model, each flipped problem
 linked to its Parquet file (relative links into samples/, which sits beside index.html)."""
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from codeeval.pipeline.leaderboard_charts import esc
-from codeeval.pipeline.leaderboard_paired import PREVIOUS, Flip, Paired
+from codeeval.reporting.charts import esc
+from codeeval.reporting.paired import PREVIOUS, Flip, Paired
 
 SHOWN = 20  # flipped problems listed per cell; the rest counted
 

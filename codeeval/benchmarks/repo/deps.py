@@ -29,8 +29,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from codeeval.benchmarks.repo_pickle import analyzer_path, canonical, inherited, load_analyzer, recorded_uses
-from codeeval.benchmarks.repo_post import EMPTY
+from codeeval.benchmarks.repo.pickles import analyzer_path, canonical, inherited, load_analyzer, recorded_uses
+from codeeval.benchmarks.repo.post import EMPTY
 from codeeval.benchmarks.spec import Metric, Problem, Sample
 from codeeval.executors.repo.patch import Journal, patched_text
 

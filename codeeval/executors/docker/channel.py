@@ -23,7 +23,7 @@ import tempfile
 import time
 from typing import Optional
 
-from codeeval.executors.engine import engine_url
+from codeeval.executors.docker.engine import engine_url
 
 MOUNT = "/run/codeeval"  # where the container sees the directory
 SOCKET = MOUNT + "/sock"  # what the server connects to (docker_server.py --channel)

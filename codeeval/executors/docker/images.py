@@ -14,13 +14,13 @@ import hashlib
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]  # the codeeval package: recipes travel in it (wheel or checkout)
+ROOT = Path(__file__).resolve().parents[2]  # the codeeval package: recipes travel in it (wheel or checkout)
 
 # Files whose bytes define each image (all of its build steps), relative to the package (codeeval/). Three layers, so
 # that a change to the server rebuilds in seconds, not the packages (~1 min) or the base.
 BASE_FILES = ("containers/base/rootfs.sh", "containers/lib.sh")
 PACKAGES_FILES = ("containers/python/requirements.txt", "containers/python/stage.sh")
-SERVER_FILES = ("containers/server_layer.sh", "executors/runner.py", "executors/cputime.py", "executors/docker_server.py")
+SERVER_FILES = ("containers/server_layer.sh", "executors/runner.py", "executors/cputime.py", "executors/docker/server.py")
 PYTHON_FILES = ("containers/build.sh", *SERVER_FILES)
 # The DS-1000 image: the base + the data-science stack (torch and tensorflow CPU) + the same server; on demand only.
 DS1000_FILES = ("containers/ds1000/requirements.txt", "containers/ds1000/build.sh", *SERVER_FILES)

@@ -33,8 +33,8 @@ from codeeval.core.errors import RunFailed, UsageError
 from codeeval.generation.base import GenerationArgs
 from codeeval.pipeline import failures
 from codeeval.pipeline.config import RunConfig
-from codeeval.pipeline.leaderboard import primary
-from codeeval.pipeline.leaderboard_paired import Paired, flips_markdown
+from codeeval.reporting.leaderboard import primary
+from codeeval.reporting.paired import Paired, flips_markdown
 
 LEADERBOARD_SCHEMA = pa.schema([
     ("model", pa.string()), ("task", pa.string()), ("metric", pa.string()), ("value", pa.float64()),
@@ -44,7 +44,7 @@ LEADERBOARD_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("date", pa.string()),
     ("run_dir", pa.string()),  # the run's directory (results.json; its shards, rewritten when they change)
     # the night's own copy of the run's problems/generations/executions Parquet (the paired comparisons
-    # read it), relative to the leaderboard folder: samples/<night>/<run_id> (leaderboard_paired.py)
+    # read it), relative to the leaderboard folder: samples/<night>/<run_id> (paired.py)
     ("samples", pa.string()),
     ("error", pa.string()),  # a model whose run failed tonight: its root cause (its rows are older, or empty)
     # what the task's generations rest on through an API (results.json's `api`: every answer, sent or journaled);
@@ -71,7 +71,7 @@ def load_models(path: Path, runs_dir: Optional[Path] = None) -> list[RunConfig]:
     except (yaml.YAMLError, RecursionError) as exc:
         raise UsageError(f"{path} is not YAML: {(str(exc).splitlines() or [type(exc).__name__])[0]}") from None
     if not isinstance(data, dict) or not isinstance(data.get("models"), list) or not data["models"]:
-        raise UsageError(f"{path}: expected a `models:` list (see codeeval/pipeline/nightly.py)")
+        raise UsageError(f"{path}: expected a `models:` list (see codeeval/reporting/nightly.py)")
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict):
         raise UsageError(f"{path}: `defaults` must be a mapping of run options")
@@ -252,7 +252,7 @@ def changes(previous: list[dict], current: list[dict]) -> list[dict]:
 def changes_markdown(delta: list[dict], previous_date: Optional[str], date: str, failed: dict[str, str],
                      paired: Sequence[Paired] = ()) -> str:
     """The `leaderboard-changes` artifact: the metrics that moved, per model and task the problems
-    that flipped since the previous night (`paired`: leaderboard_paired.compare_nights), the failures."""
+    that flipped since the previous night (`paired`: paired.compare_nights), the failures."""
     since = f"since {previous_date}" if previous_date else "(no previous leaderboard)"
     lines = [f"# Leaderboard {date}: {len(delta)} changes {since}", ""]
     if delta:

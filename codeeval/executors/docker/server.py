@@ -2,7 +2,7 @@
 
 The Docker sandbox starts one long-lived container per worker slot with this script
 as PID 1 and talks to it over a Unix socket the host mounts into the container
-(`--channel PATH`; docker_channel.py), else over the container's stdin/stdout: frames of
+(`--channel PATH`; channel.py), else over the container's stdin/stdout: frames of
 a 4-byte big-endian length followed by UTF-8 JSON.
 
     -> {"ready": true, "cpu_clock": str, "cpu_rate": float, ...}   once, at start
@@ -388,7 +388,7 @@ def _warm(modules) -> None:
 
 def _open_channel(argv: list[str]) -> tuple[Channel, list[str]]:
     """The host's channel: the Unix socket named by `--channel PATH` (a read-only bind mount of
-    a host directory; docker_channel.py), else stdin and stdout (a remote engine mounts no host
+    a host directory; channel.py), else stdin and stdout (a remote engine mounts no host
     path). Returns it and the rest of argv."""
     if argv[:1] == ["--channel"]:
         path, argv = argv[1], argv[2:]

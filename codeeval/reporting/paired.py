@@ -23,7 +23,7 @@ from codeeval.benchmarks.registry import get_task
 from codeeval.core import storage
 from codeeval.core.errors import UsageError
 from codeeval.pipeline import failures
-from codeeval.pipeline.compare import Side, TaskComparison, check_comparable, compare_task, load_side
+from codeeval.reporting.compare import Side, TaskComparison, check_comparable, compare_task, load_side
 
 SAMPLES = "samples"  # under the leaderboard folder: samples/<night>/<run_id>/<task>/...
 KEEP_NIGHTS = 30  # a copy named by none of the last 30 nights' rows is removed

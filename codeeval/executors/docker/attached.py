@@ -19,9 +19,9 @@ import threading
 from collections import deque
 from typing import Optional, Sequence
 
-from codeeval.executors import owners
-from codeeval.executors.docker_flags import create_args
-from codeeval.executors.engine import SandboxUnavailable, engine_url, reason
+from codeeval.executors.docker import owners
+from codeeval.executors.docker.engine import SandboxUnavailable, engine_url, reason
+from codeeval.executors.docker.flags import create_args
 
 STDOUT, STDERR = 1, 2
 HEADER = struct.Struct(">BxxxI")

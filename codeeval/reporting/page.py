@@ -2,8 +2,8 @@
 their cause, a sortable table (click a header) of each task's primary metric with its 95% interval
 and the number of problems it covers, the changes since the previous night (metrics, and the
 problems that flipped), per task a trend over the nights in history/ and tonight's bars with error
-bars, and per model its paired comparisons (codeeval/pipeline/leaderboard_paired_html.py).
-Self-contained (inline CSS, JS and SVG, codeeval/pipeline/leaderboard_charts.py): it opens from a
+bars, and per model its paired comparisons (codeeval/reporting/paired_page.py).
+Self-contained (inline CSS, JS and SVG, codeeval/reporting/charts.py): it opens from a
 file, on a machine with no network, and can be served by any static web server (the links to the
 samples' Parquet files are relative: samples/ sits beside index.html)."""
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Optional, Sequence
 
-from codeeval.pipeline.leaderboard_charts import bars, trend
-from codeeval.pipeline.leaderboard_charts import esc as _esc
-from codeeval.pipeline.leaderboard_paired import Paired
-from codeeval.pipeline.leaderboard_paired_html import flips_table, sections
+from codeeval.reporting.charts import bars, trend
+from codeeval.reporting.charts import esc as _esc
+from codeeval.reporting.paired import Paired
+from codeeval.reporting.paired_page import flips_table, sections
 
 SCRIPT = """
 function sortBy(table, col, asc) {
@@ -158,9 +158,9 @@ def _trends(tasks: list[str], metric_of: dict, history: list[tuple[str, list[dic
 
 def render(rows: list[dict], updated: str, delta: list[dict], previous_date: Optional[str],
            failed: dict[str, str], history: list[tuple[str, list[dict]]], paired: Sequence[Paired] = ()) -> str:
-    """rows: the leaderboard's long rows (codeeval/pipeline/nightly.py LEADERBOARD_SCHEMA); updated: tonight's
+    """rows: the leaderboard's long rows (codeeval/reporting/nightly.py LEADERBOARD_SCHEMA); updated: tonight's
     date (the first word) and time; history: (night, rows) of every night kept, tonight's included;
-    paired: tonight's comparisons (leaderboard_paired.compare_nights)."""
+    paired: tonight's comparisons (paired.compare_nights)."""
     date = updated.split()[0]
     tasks = list(dict.fromkeys(r["task"] for r in rows if r["primary"]))
     metric_of = {r["task"]: r["metric"] for r in rows if r["primary"] and r["metric"]}

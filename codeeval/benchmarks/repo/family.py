@@ -5,8 +5,8 @@ Tasks: `evocodebench` (setting baseline), `deveval` (without_context, the same t
 references feed open models (raw `input_code`, context above first for local_completion);
 chat models get the ChatLM template (Prompting.instruction) and FIM models the
 above/below parts (Prompting.fim_parts). Post-processing is process_completion.py's `lm` rule
-for raw continuations and its `gpt` rule for chat answers (codeeval/benchmarks/repo_post.py); the
-execution patches the body into the repository and runs its tests (codeeval/benchmarks/repo_exec.py).
+for raw continuations and its `gpt` rule for chat answers (codeeval/benchmarks/repo/post.py); the
+execution patches the body into the repository and runs its tests (codeeval/benchmarks/repo/execution.py).
 
 Only problems whose project is present under the Source_Code root are loaded; the number
 skipped travels in each problem's `RepoContext` and is reported by the metric; where the
@@ -17,17 +17,17 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from codeeval.benchmarks import repo_post
-from codeeval.benchmarks.repo_deps import DependencyRecall
-from codeeval.benchmarks.repo_exec import RepoExecution, RepoPassAtK, ground_truth
-from codeeval.benchmarks.repo_sources import (
+from codeeval.benchmarks.repo import post as repo_post
+from codeeval.benchmarks.repo.deps import DependencyRecall
+from codeeval.benchmarks.repo.execution import RepoExecution, RepoPassAtK, ground_truth
+from codeeval.benchmarks.repo.sources import (
     dependency_root_setting,
     project_root,
     read_data,
     read_prompt_elements,
     source_root_setting,
 )
-from codeeval.benchmarks.repo_truncate import truncate_elements
+from codeeval.benchmarks.repo.truncate import truncate_elements
 from codeeval.benchmarks.spec import LoadOptions, Problem, Prompting, RepoContext, RepoSite, TaskSpec
 from codeeval.core.errors import UsageError
 from codeeval.executors.repo.jobs import recover_project
@@ -138,7 +138,7 @@ def _loader(family: str, setting: str):
 
 
 def chat_prompt(setting: str, el: dict) -> str:
-    """make_prompt.py: the ChatLM template, contexts cut to the gpt-4 token budget (repo_truncate)."""
+    """make_prompt.py: the ChatLM template, contexts cut to the gpt-4 token budget (truncate.py)."""
     template = {"local_completion": LOCAL_COMPLETION, "local_infilling": LOCAL_INFILLING}.get(setting, BASELINE)
     return template.format(**truncate_elements(setting, el, lambda e: template.format(**e)))
 

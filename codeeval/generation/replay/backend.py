@@ -29,8 +29,8 @@ from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core.errors import UsageError
 from codeeval.core.fingerprint import file_digest
 from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress
-from codeeval.generation.replay_spill import Spill
-from codeeval.generation.replay_stream import NotStreamable, array_items
+from codeeval.generation.replay.spill import Spill
+from codeeval.generation.replay.stream import NotStreamable, array_items
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def parse(path: Path, problems: Sequence[Problem], prefix: Prefix = None,
 
 class Reader:
     """A generations file's (task_id, programs) pairs, one problem at a time: a JSON array is
-    read as a stream (replay_stream), so that counting or spilling it never holds the whole
+    read as a stream (stream.py), so that counting or spilling it never holds the whole
     file; `in_file` is how many problems a JSON file holds, once items() is consumed."""
 
     def __init__(self, path: Path, problems: Sequence[Problem], prefix: Prefix, task: str) -> None:
