@@ -43,6 +43,9 @@ def test_each_task_shows_its_primary_metric(tmp_path):
 def test_missing_results_is_a_usage_error(tmp_path, capsys):
     assert main(["leaderboard", str(tmp_path / "nothing")]) == 2
     assert "no results.json" in capsys.readouterr().err
+    (tmp_path / "list.json").write_text("[]")
+    assert main(["leaderboard", str(tmp_path / "list.json")]) == 2
+    assert "list.json is not a results.json file (not a JSON object)" in capsys.readouterr().err
 
 
 def test_a_first_night_where_every_model_failed_still_lists_them_with_their_cause(tmp_path):
