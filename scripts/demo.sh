@@ -52,10 +52,11 @@ if [ -f "$gpt4" ]; then
     "$bin/python" - "$gpt4" runs/demo-gpt4/results.json <<'EOF'
 import json, sys
 from pathlib import Path
+from codeeval.core.results import RunResults
 published = json.loads((Path(sys.argv[1]).parent / "published_scores.json").read_text())
 log = published["scores_from_logs"][Path(sys.argv[1]).name]
-task = json.loads(Path(sys.argv[2]).read_text())["codeeval"]["tasks"]["humaneval"]
-print(f"GPT-4: {task['passed']}/{task['problems']} pass here; the authors' log says "
+task = RunResults.from_json(json.loads(Path(sys.argv[2]).read_text())).tasks["humaneval"]
+print(f"GPT-4: {task.passed}/{task.problems} pass here; the authors' log says "
       f"{log['solved']}/{log['total']} (published_scores.json)")
 EOF
     runs+=(runs/demo-gpt4)

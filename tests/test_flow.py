@@ -8,6 +8,7 @@ import pytest
 from docker_env import busy_cores
 
 from codeeval.cli import main
+from codeeval.core.results import RunResults
 
 
 def run_cli(capsys, *args) -> str:
@@ -29,7 +30,9 @@ def test_reference_humaneval_scores_164_of_164_and_writes_every_artifact(humanev
     text = run_cli(capsys, *args)
     assert "pass@1=1.0000" in text and "164/164 samples passed" in text
     assert "pass@10, pass@100 left out" in text
-    results = json.loads((out / "results.json").read_text())
+    text = (out / "results.json").read_text()
+    results = json.loads(text)
+    assert json.dumps(RunResults.from_json(results).to_json(), indent=2) + "\n" == text  # its type writes it back
     assert results["humaneval"] == {"pass@1": 1.0}
     assert results["config"]["model"] == "reference" and results["config"]["tasks"] == "humaneval"
     assert results["codeeval"]["tasks"]["humaneval"]["ks_left_out"] == [10, 100]

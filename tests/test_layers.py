@@ -9,7 +9,7 @@ imports point down the layers only, with no circle, not even inside a function.
     generation/ backends
     benchmarks/ families, their metrics
     executors/  sandboxes, runners, the repository patcher
-    core/       errors, contracts, files, artifacts, storage, cache, fingerprint
+    core/       errors, contracts, results, files, artifacts, storage, cache, fingerprint
 """
 from __future__ import annotations
 

@@ -43,6 +43,9 @@ def test_each_task_shows_its_primary_metric(tmp_path):
 def test_missing_results_is_a_usage_error(tmp_path, capsys):
     assert main(["leaderboard", str(tmp_path / "nothing")]) == 2
     assert "no results.json" in capsys.readouterr().err
+    (tmp_path / "list.json").write_text("[]")
+    assert main(["leaderboard", str(tmp_path / "list.json")]) == 2
+    assert "list.json is not a results.json file (not a JSON object)" in capsys.readouterr().err
 
 
 def test_a_first_night_where_every_model_failed_still_lists_them_with_their_cause(tmp_path):
@@ -83,17 +86,25 @@ def test_a_leaderboard_from_before_the_samples_were_kept_is_said_in_one_line(tmp
     """Rows of an older leaderboard (no stderr, interval or samples columns) render, with no interval
     and no error bar, and each comparison that needs their samples says why it was not made; a
     copy under samples/ that no recent night names is pruned."""
+    import dataclasses
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from codeeval.core.results import LeaderboardRow
     from codeeval.reporting import nightly, page as leaderboard_html, paired as leaderboard_paired
 
     old = {"model": "m", "task": "humaneval", "metric": "pass@1", "value": 0.5, "primary": True, "problems": 4,
            "run_id": "m-1", "date": "2026-11-23", "error": None}
     board = tmp_path / "board"
-    nightly.write_leaderboard(board / "leaderboard.parquet", [old])
+    board.mkdir()
+    pq.write_table(pa.Table.from_pylist([old]), board / "leaderboard.parquet")  # its columns only
     previous = nightly.read_leaderboard(board / "leaderboard.parquet")
-    assert previous[0]["samples"] is None and previous[0]["ci95_low"] is None
-    tonight = [{**old, "date": "2026-11-24", "samples": "samples/2026-11-24T020000Z/m-1"},
-               {**old, "model": "n", "value": 0.75, "run_id": "n-1", "date": "2026-11-24",
-                "samples": "samples/2026-11-24T020000Z/gone"}]
+    assert previous[0].samples is None and previous[0].ci95_low is None
+    row = LeaderboardRow(**old)
+    tonight = [dataclasses.replace(row, date="2026-11-24", samples="samples/2026-11-24T020000Z/m-1"),
+               dataclasses.replace(row, model="n", value=0.75, run_id="n-1", date="2026-11-24",
+                                   samples="samples/2026-11-24T020000Z/gone")]
     paired = leaderboard_paired.compare_nights(board, tonight, previous, {})
     why = {(p.model, p.against): p.why for p in paired}
     assert why["m", "previous night"].startswith("humaneval: no copy of the samples kept")
@@ -148,9 +159,9 @@ def test_a_model_behind_an_api_shows_its_tokens(tmp_path):
     lines = table(load_results([str(served), local])).splitlines()
     assert lines[0].rstrip("| ").endswith("tokens (prompt + completion)")
     assert lines[2].rstrip("| ").endswith("1,861 + 308") and lines[3].rstrip("| ").endswith("-")
-    rows = nightly.rows_of(json.loads(served.read_text()), "2026-11-24")
-    assert {(r["task"], r["prompt_tokens"], r["completion_tokens"]) for r in rows} == {("humaneval", 861, 208),
-                                                                                      ("mbpp", 1000, 100)}
+    rows = nightly.rows_of(load_results([str(served)])[0], "2026-11-24")
+    assert {(r.task, r.prompt_tokens, r.completion_tokens) for r in rows} == {("humaneval", 861, 208),
+                                                                              ("mbpp", 1000, 100)}
     nightly.write_leaderboard(tmp_path / "board.parquet", rows)  # the schema holds them
     page = leaderboard_html.render(rows, "2026-11-24 (t)", [], None, {}, [("t", rows)])
     assert "<th>tokens (prompt + completion)</th>" in page and 'data-value="2169"' in page and "1,861 + 308" in page

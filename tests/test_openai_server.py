@@ -26,6 +26,7 @@ from team_server import free_port
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
 from codeeval.core import artifacts
+from codeeval.core.results import RunResults
 from codeeval.generation import BackendSpec, GenerationArgs
 from codeeval.generation.base import CallContext
 from codeeval.generation.journal import Journal
@@ -141,7 +142,9 @@ def run_env(storage: Path) -> dict:
 
 
 def finished(out: Path, task: str = "humaneval") -> tuple[dict, list]:
-    results = json.loads((out / "results.json").read_text())
+    text = (out / "results.json").read_text()
+    results = json.loads(text)
+    assert json.dumps(RunResults.from_json(results).to_json(), indent=2) + "\n" == text  # `api` included
     rows = sorted((r["task_id"], r["completion"]) for p in sorted((out / task / "generations").glob("*.parquet"))
                   for r in artifacts.read_rows(p))
     return results, rows

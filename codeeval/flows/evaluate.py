@@ -24,13 +24,13 @@ from codeeval.core import artifacts, files, storage
 from codeeval.core.contracts import PlannedTask, Reuse
 from codeeval.core.errors import RunFailed
 from codeeval.core.fingerprint import code_version, digest
+from codeeval.core.results import RunResults
 from codeeval.executors.pool import POOL
 from codeeval.flows.guard import enforce, worker_policy
 from codeeval.flows.logs import explain_failures
 from codeeval.flows.stages import (EXECUTE, GENERATE, StageFailed, generation_deployment, remote_shard,
                                    use_deployments)
 from codeeval.generation import backend_class, devices
-from codeeval.generation.base import GenerationArgs
 from codeeval.pipeline import failures
 from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.plan import backend_spec, check, sandbox_spec
@@ -74,7 +74,7 @@ def _run_name() -> str:
 
     config = flow_run.parameters.get("config")
     if not isinstance(config, RunConfig):
-        config = RunConfig(**{**config, "generation": GenerationArgs(**(config.get("generation") or {}))})
+        config = RunConfig.from_dict(config)
     return f"{Path(config.model).name or config.model}-{'-'.join(config.tasks)}-{config.run_id.rsplit('-', 1)[1][:6]}"
 
 
@@ -96,7 +96,7 @@ def _shard_failure(task: str, run_name: str, future, root: Path) -> ShardFailure
 
 # chains bound the real concurrency; the pool only has to hold them all
 @flow(name="evaluate", flow_run_name=_run_name, task_runner=ThreadPoolTaskRunner(max_workers=16))
-def evaluate(config: RunConfig) -> dict:
+def evaluate(config: RunConfig) -> RunResults:
     try:
         if (policy := worker_policy()) is not None:  # a deployment run: the worker decides (flows/guard.py)
             config = policy.anchored(config)
@@ -106,7 +106,7 @@ def evaluate(config: RunConfig) -> dict:
         POOL.close()  # the run's sandboxes (every execution shard used them)
 
 
-def _evaluate(config: RunConfig) -> dict:
+def _evaluate(config: RunConfig) -> RunResults:
     log = get_run_logger()
     check(config)
     layout = artifacts.RunLayout(config.run_dir.resolve())

@@ -19,6 +19,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from codeeval.core import artifacts
+from codeeval.core.results import LeaderboardRow, reuse_json
 from codeeval.core.errors import RunFailed
 from codeeval.flows.evaluate import evaluate
 from codeeval.flows.guard import enforce, worker_policy
@@ -49,7 +50,7 @@ def nightly_leaderboard(models_file: str, output_dir: str = "leaderboard", runs_
     board = out / "leaderboard.parquet"
     snapshot = nightly.history_path(out, night)  # tonight's history file; its name names tonight's samples/
     previous = nightly.read_leaderboard(board)
-    rows: list[dict] = []
+    rows: list[LeaderboardRow] = []
     reused: dict[str, dict] = {}
     failed: dict[str, str] = {}
     for config in configs:
@@ -66,10 +67,10 @@ def nightly_leaderboard(models_file: str, output_dir: str = "leaderboard", runs_
             samples = None
             log.warning("%s: its samples were not kept (no paired comparison): %s", config.model, exc)
         rows += nightly.rows_of(results, date, samples)
-        reused[config.model] = {task: detail["reused"] for task, detail in results["codeeval"]["tasks"].items()}
+        reused[config.model] = {task: reuse_json(detail.reused) for task, detail in results.tasks.items()}
 
     delta = nightly.changes(previous, rows)
-    previous_date = max((r["date"] for r in previous), default=None)
+    previous_date = max((r.date for r in previous), default=None)
     comparisons = paired.compare_nights(out, rows, previous, failed)
     nightly.write_leaderboard(board, rows)
     nightly.write_leaderboard(snapshot, rows)
@@ -78,9 +79,9 @@ def nightly_leaderboard(models_file: str, output_dir: str = "leaderboard", runs_
     changes_md = nightly.changes_markdown(delta, previous_date, date, failed, comparisons)
     html = artifacts.write_bytes(out / "index.html", page.render(
         rows, f"{charts.short_night(night)} UTC", delta, previous_date, failed, history, comparisons).encode())
-    create_table_artifact([{k: r[k] for k in ("model", "task", "metric", "value", "stderr", "ci95_low", "ci95_high",
-                                              "problems", "run_id", "date", "error")}
-                           for r in rows if r["primary"]], key="leaderboard",
+    create_table_artifact([{k: getattr(r, k) for k in ("model", "task", "metric", "value", "stderr", "ci95_low",
+                                                       "ci95_high", "problems", "run_id", "date", "error")}
+                           for r in rows if r.primary], key="leaderboard",
                           description=f"codeeval leaderboard {date} (primary metric per task)")
     create_markdown_artifact(changes_md, key="leaderboard-changes", description=f"changes on {date}")
     log.info("leaderboard: %d rows, %d changes; %s", len(rows), len(delta), html)

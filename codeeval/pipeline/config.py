@@ -5,7 +5,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Mapping, Optional
 
 from pydantic import Field
 
@@ -87,3 +87,12 @@ class RunConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":
+        """to_dict's inverse: a flow run's parameters, a models file's entry (`generation`: a mapping of
+        GenerationArgs fields, or missing for their defaults)."""
+        generation = data.get("generation") or {}
+        if not isinstance(generation, GenerationArgs):
+            generation = GenerationArgs(**generation)
+        return cls(**{**data, "generation": generation})

@@ -11,6 +11,7 @@ from typing import Mapping, Optional
 from codeeval import __version__
 from codeeval.core import artifacts
 from codeeval.core.contracts import PlannedTask, Reuse, TaskScore
+from codeeval.core.results import RunResults, TaskSummary
 from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.problems import read_problems
 from codeeval.pipeline.usage import task_usage
@@ -64,38 +65,34 @@ def save_bigcode_generations(config: RunConfig, layout: artifacts.RunLayout, nam
 
 
 def task_summary(plan: PlannedTask, score: Optional[TaskScore], reuse: Reuse, saved: Optional[str],
-                 api: Optional[dict] = None) -> dict:
+                 api: Optional[dict] = None) -> TaskSummary:
     """The `codeeval.tasks.<name>` block of results.json: counts, the primary metric, reuse, and what
     generating through an API cost (`api`, codeeval/pipeline/usage.py)."""
-    summary = {k: v for k, v in score.to_json().items() if k != "metrics"} if score else {
-        "problems": plan.n_problems, "samples": plan.n_samples, "ks_left_out": list(plan.ks_left_out)}
-    summary.update(shards=len(plan.shards), reused={"generate": list(reuse.generate), "execute": list(reuse.execute)})
-    if api:
-        summary["api"] = api
-    if saved:
-        summary["saved_generations"] = saved
-    return summary
+    counts = dict(shards=len(plan.shards), reused=Reuse(generate=reuse.generate, execute=reuse.execute),
+                  api=api or None, saved_generations=saved or None)
+    if score is None:
+        return TaskSummary(problems=plan.n_problems, samples=plan.n_samples, ks_left_out=plan.ks_left_out, **counts)
+    return TaskSummary(primary=score.primary, higher_is_better=score.higher_is_better, problems=score.problems,
+                       samples=score.samples, passed=score.passed, statuses=score.statuses,
+                       ks_left_out=score.ks_left_out, stderr=score.stderr, ci95=score.ci95,
+                       stderr_method=score.stderr_method, **counts)
 
 
 def publish(config: RunConfig, layout: artifacts.RunLayout, plans: Mapping[str, PlannedTask],
-            scores: Mapping[str, TaskScore], reuse: Mapping[str, Reuse], version: str) -> dict:
+            scores: Mapping[str, TaskScore], reuse: Mapping[str, Reuse], version: str) -> RunResults:
     artifacts.write_json(layout.run_json, run_document(config, plans, version))
     saved = {}
     if config.save_generations or config.generation_only:
         saved = {name: str(save_bigcode_generations(config, layout, name, len(plan.shards)))
                  for name, plan in plans.items()}
-    results: dict = {name: score.metrics for name, score in scores.items()}
-    results["config"] = bigcode_config(config)
-    results["codeeval"] = {
-        "run_id": config.run_id,
-        "run_dir": str(layout.root),
-        "code_version": version,
-        "tasks": {name: task_summary(plan, scores.get(name), reuse[name], saved.get(name),
-                                     task_usage([layout.generations(name, i) for i in range(len(plan.shards))],
-                                                set(reuse[name].generate_reused)))
-                  for name, plan in plans.items()},
-    }
-    artifacts.write_json(layout.results, results)
+    results = RunResults(
+        metrics={name: score.metrics for name, score in scores.items()}, config=bigcode_config(config),
+        run_id=config.run_id, run_dir=str(layout.root), code_version=version,
+        tasks={name: task_summary(plan, scores.get(name), reuse[name], saved.get(name),
+                                  task_usage([layout.generations(name, i) for i in range(len(plan.shards))],
+                                             set(reuse[name].generate_reused)))
+               for name, plan in plans.items()})
+    artifacts.write_json(layout.results, results.to_json())
     if config.metric_output_path:
-        artifacts.write_json(Path(config.metric_output_path), results)
+        artifacts.write_json(Path(config.metric_output_path), results.to_json())
     return results

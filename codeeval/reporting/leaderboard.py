@@ -6,66 +6,53 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from codeeval.core.errors import UsageError
+from codeeval.core.results import RunResults
 
 
-def load_results(paths: Iterable[str]) -> list[dict]:
+def load_results(paths: Iterable[str]) -> list[RunResults]:
     results = []
     for raw in paths:
         path = Path(raw)
         path = path / "results.json" if path.is_dir() else path
         try:
-            results.append(json.loads(path.read_text(encoding="utf-8")))
+            data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise UsageError(f"no results.json at {path}") from None
         except json.JSONDecodeError:
             raise UsageError(f"{path} is not a results.json file (not JSON)") from None
+        if not isinstance(data, dict):
+            raise UsageError(f"{path} is not a results.json file (not a JSON object)")
+        results.append(RunResults.from_json(data))
     return results
 
 
-def primary(result: dict, task: str) -> Optional[str]:
-    """The task's headline metric: what results.json names, else pass@1, else its first number."""
-    metrics = result.get(task)
-    if not isinstance(metrics, dict):
-        return None
-    named = result.get("codeeval", {}).get("tasks", {}).get(task, {}).get("primary")
-    numeric = [m for m, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    for candidate in (named, "pass@1"):
-        if candidate in numeric:
-            return candidate
-    return numeric[0] if numeric else None
-
-
-def _cell(result: dict, task: str, metric: Optional[str]) -> str:
+def _cell(result: RunResults, task: str, metric: Optional[str]) -> str:
     """A metric's value, or with metric None the number of problems the run covered."""
-    if not isinstance(result.get(task), dict):
+    if not isinstance(result.metrics.get(task), dict):
         return "-"
     if metric is None:
-        n = _info(result, task).get("problems")
+        n = result.task(task).problems
         return str(n) if n is not None else "-"
-    value = result[task].get(metric)
+    value = result.metrics[task].get(metric)
     if not isinstance(value, (int, float)):
         return "-"
-    se = _info(result, task).get("stderr", {}).get(metric)
+    se = result.task(task).stderr.get(metric)
     return f"{value:.4f} ± {se:.4f}" if isinstance(se, (int, float)) else f"{value:.4f}"
 
 
-def _info(result: dict, task: str) -> dict:
-    return result.get("codeeval", {}).get("tasks", {}).get(task, {})
-
-
-def scores(results: list[dict]) -> str:
+def scores(results: list[RunResults]) -> str:
     """One line per run and task (tasks in order of first appearance): the primary metric, its
     standard error and 95% interval (docs/statistics.md) and the problems behind it; a long form
     of table() that stays readable with many tasks."""
     lines = []
     for result in results:
-        for task in result:
-            metric = primary(result, task) if task not in ("config", "codeeval") else None
+        for task in result.metrics:
+            metric = result.primary(task)
             if metric is None:
                 continue
-            low, high = _info(result, task).get("ci95", {}).get(metric) or (None, None)
+            low, high = result.task(task).ci95.get(metric) or (None, None)
             interval = f"[{low:.4f}, {high:.4f}]" if low is not None else "-"
-            lines.append((task, metric, result.get("config", {}).get("model", "?"), _cell(result, task, metric),
+            lines.append((task, metric, result.model, _cell(result, task, metric),
                           interval, _cell(result, task, None)))
     order = {task: i for i, task in enumerate(dict.fromkeys(line[0] for line in lines))}
     lines.sort(key=lambda line: order[line[0]])  # stable: runs keep their order within a task
@@ -75,7 +62,7 @@ def scores(results: list[dict]) -> str:
                      for line in (header, *lines))
 
 
-def table(results: list[dict]) -> str:
+def table(results: list[RunResults]) -> str:
     """Markdown table: per task its primary metric (pass@1, accuracy, bleu...; ± its standard error
     where results.json has it) and the number of
     problems each run covered (a score on a subset is not comparable with one on the whole
@@ -83,18 +70,18 @@ def table(results: list[dict]) -> str:
     column gives its prompt + completion tokens over its tasks."""
     columns: dict[str, str] = {}  # task -> its primary metric, in order of first appearance
     for result in results:
-        for task in result:
-            if task not in ("config", "codeeval") and task not in columns and primary(result, task):
-                columns[task] = primary(result, task)
+        for task in result.metrics:
+            if task not in columns and result.primary(task):
+                columns[task] = result.primary(task)
     header, cells = ["model"], []
     for task, metric in columns.items():
         header += [f"{task} {metric}", f"{task} problems"]
         cells += [(task, metric), (task, None)]
-    rows = [[r.get("config", {}).get("model", "?")] + [_cell(r, t, m) for t, m in cells] for r in results]
-    if any(_info(r, t).get("api") for r in results for t in columns):  # a model behind an API: what it took
+    rows = [[r.model] + [_cell(r, t, m) for t, m in cells] for r in results]
+    if any(r.task(t).api for r in results for t in columns):  # a model behind an API: what it took
         header.append("tokens (prompt + completion)")
         for row, result in zip(rows, results):
-            used = [_info(result, t)["api"] for t in columns if _info(result, t).get("api")]
+            used = [result.task(t).api for t in columns if result.task(t).api]
             row.append(f"{sum(u['prompt_tokens'] for u in used):,} + {sum(u['completion_tokens'] for u in used):,}"
                        if used else "-")
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]

@@ -26,31 +26,14 @@ import typing
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-import pyarrow as pa
-
 from codeeval.core import artifacts
 from codeeval.core.errors import RunFailed, UsageError
+from codeeval.core.results import LEADERBOARD_SCHEMA, LeaderboardRow, RunResults
 from codeeval.generation.base import GenerationArgs
 from codeeval.pipeline import failures
 from codeeval.pipeline.config import RunConfig
-from codeeval.reporting.leaderboard import primary
 from codeeval.reporting.paired import Paired, flips_markdown
 
-LEADERBOARD_SCHEMA = pa.schema([
-    ("model", pa.string()), ("task", pa.string()), ("metric", pa.string()), ("value", pa.float64()),
-    ("primary", pa.bool_()), ("problems", pa.int64()),
-    # the value's uncertainty over problems (docs/statistics.md): standard error, 95% interval, how computed
-    ("stderr", pa.float64()), ("ci95_low", pa.float64()), ("ci95_high", pa.float64()), ("stderr_method", pa.string()),
-    ("run_id", pa.string()), ("date", pa.string()),
-    ("run_dir", pa.string()),  # the run's directory (results.json; its shards, rewritten when they change)
-    # the night's own copy of the run's problems/generations/executions Parquet (the paired comparisons
-    # read it), relative to the leaderboard folder: samples/<night>/<run_id> (paired.py)
-    ("samples", pa.string()),
-    ("error", pa.string()),  # a model whose run failed tonight: its root cause (its rows are older, or empty)
-    # what the task's generations rest on through an API (results.json's `api`: every answer, sent or journaled);
-    # null for a backend that loads weights, and in leaderboards written before these columns
-    ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()),
-])
 HISTORY = "history"  # under the output folder: one leaderboard-<stamp>.parquet per night, never overwritten
 CONFIG_FIELDS = {f.name for f in dataclasses.fields(RunConfig)} - {"generation"}
 GENERATION_FIELDS = {f.name for f in dataclasses.fields(GenerationArgs)}
@@ -97,7 +80,7 @@ def _config(path: Path, i: int, entry: Any, runs_dir: Optional[Path]) -> RunConf
         fields["tasks"] = [t.strip() for t in fields["tasks"].split(",") if t.strip()]
     _check_types(where, RunConfig, fields)
     _check_types(f"{where}.generation", GenerationArgs, generation)
-    config = RunConfig(**fields, generation=GenerationArgs(**generation))
+    config = RunConfig.from_dict({**fields, "generation": generation})
     if config.output_dir is None and runs_dir is not None:
         config = dataclasses.replace(config, output_dir=str(runs_dir / config.run_id))
     return config
@@ -149,27 +132,25 @@ def _describe(hint: Any) -> str:
     return "null" if hint is type(None) else getattr(hint, "__name__", str(hint))
 
 
-def rows_of(results: dict, date: str, samples: Optional[str] = None) -> list[dict]:
+def rows_of(results: RunResults, date: str, samples: Optional[str] = None) -> list[LeaderboardRow]:
     """One row per numeric metric of each task in a results.json, with its standard error and 95%
     interval when the score stage computed them; `samples`: the night's copy of the run's files."""
-    info = results.get("codeeval", {})
     rows = []
-    for task, detail in info.get("tasks", {}).items():
-        metrics = results.get(task)
+    for task, detail in results.tasks.items():
+        metrics = results.metrics.get(task)
         if not isinstance(metrics, dict):
             continue
-        head = primary(results, task)
-        api = detail.get("api") or {}
+        head = results.primary(task)
+        api = detail.api or {}
         for metric, value in metrics.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                low, high = (detail.get("ci95") or {}).get(metric) or (None, None)
-                rows.append({"model": results["config"]["model"], "task": task, "metric": metric,
-                             "value": float(value), "primary": metric == head, "problems": detail.get("problems"),
-                             "stderr": (detail.get("stderr") or {}).get(metric), "ci95_low": low, "ci95_high": high,
-                             "stderr_method": (detail.get("stderr_method") or {}).get(metric),
-                             "run_id": info.get("run_id"), "date": date, "run_dir": info.get("run_dir"),
-                             "samples": samples, "error": None, "prompt_tokens": api.get("prompt_tokens"),
-                             "completion_tokens": api.get("completion_tokens")})
+                low, high = detail.ci95.get(metric) or (None, None)
+                rows.append(LeaderboardRow(
+                    model=results.model, task=task, metric=metric, value=float(value), primary=metric == head,
+                    problems=detail.problems, stderr=detail.stderr.get(metric), ci95_low=low, ci95_high=high,
+                    stderr_method=detail.stderr_method.get(metric), run_id=results.run_id, date=date,
+                    run_dir=results.run_dir, samples=samples, prompt_tokens=api.get("prompt_tokens"),
+                    completion_tokens=api.get("completion_tokens")))
     return rows
 
 
@@ -182,16 +163,13 @@ def failure_cause(error: BaseException) -> str:
     return failures.root_cause(error)
 
 
-def failed_rows(previous: list[dict], model: str, tasks: list[str], cause: str, date: str) -> list[dict]:
+def failed_rows(previous: list[LeaderboardRow], model: str, tasks: list[str], cause: str,
+                date: str) -> list[LeaderboardRow]:
     """A failed model's rows: its previous ones (their date says how old) with tonight's cause; a
     task it has none for gets an empty row, so the model is never missing from the leaderboard."""
-    kept = [{**r, "error": cause} for r in previous if r["model"] == model]
-    have = {r["task"] for r in kept}
-    return kept + [{"model": model, "task": task, "metric": None, "value": None, "primary": True, "problems": None,
-                    "stderr": None, "ci95_low": None, "ci95_high": None, "stderr_method": None, "run_id": None,
-                    "date": date, "run_dir": None, "samples": None, "error": cause, "prompt_tokens": None,
-                    "completion_tokens": None}
-                   for task in tasks if task not in have]
+    kept = [dataclasses.replace(r, error=cause) for r in previous if r.model == model]
+    have = {r.task for r in kept}
+    return kept + [LeaderboardRow(model=model, task=task, date=date, error=cause) for task in tasks if task not in have]
 
 
 def today() -> str:
@@ -217,32 +195,36 @@ def history_path(out: Path, night: str) -> Path:
     return path
 
 
-def read_history(out: Path) -> list[tuple[str, list[dict]]]:
+def read_history(out: Path) -> list[tuple[str, list[LeaderboardRow]]]:
     """(night, rows) of every snapshot under out/history, oldest first."""
     snapshots = sorted((out / HISTORY).glob("leaderboard-*.parquet"))
-    return [(night_of(p), artifacts.read_rows(p)) for p in snapshots]
+    return [(night_of(p), _rows(p)) for p in snapshots]
 
 
-def write_leaderboard(path: Path, rows: Iterable[dict]) -> Path:
-    return artifacts.write_table(path, rows, LEADERBOARD_SCHEMA)
+def write_leaderboard(path: Path, rows: Iterable[LeaderboardRow]) -> Path:
+    return artifacts.write_table(path, (r.to_row() for r in rows), LEADERBOARD_SCHEMA)
 
 
-def read_leaderboard(path: Path) -> list[dict]:
-    return artifacts.read_rows(path) if path.exists() else []
+def read_leaderboard(path: Path) -> list[LeaderboardRow]:
+    return _rows(path) if path.exists() else []
 
 
-def changes(previous: list[dict], current: list[dict]) -> list[dict]:
+def _rows(path: Path) -> list[LeaderboardRow]:
+    return [LeaderboardRow.from_row(r) for r in artifacts.read_rows(path)]
+
+
+def changes(previous: list[LeaderboardRow], current: list[LeaderboardRow]) -> list[dict]:
     """Rows whose value is new, changed or gone since the previous leaderboard."""
-    def key(row: dict) -> tuple:
-        return row["model"], row["task"], row["metric"]
+    def key(row: LeaderboardRow) -> tuple:
+        return row.model, row.task, row.metric
 
     # a failed model's placeholder row (no metric) has no value to compare
-    before = {key(r): r for r in previous if r.get("metric") is not None}
-    after = {key(r): r for r in current if r.get("metric") is not None}
+    before = {key(r): r for r in previous if r.metric is not None}
+    after = {key(r): r for r in current if r.metric is not None}
     out = []
     for k in sorted(set(before) | set(after)):
         old, new = before.get(k), after.get(k)
-        old_v, new_v = (old or {}).get("value"), (new or {}).get("value")
+        old_v, new_v = old.value if old else None, new.value if new else None
         if old_v != new_v:
             out.append({"model": k[0], "task": k[1], "metric": k[2], "before": old_v, "after": new_v,
                         "change": None if old_v is None or new_v is None else new_v - old_v})

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Optional, Sequence
 
+from codeeval.core.results import LeaderboardRow
 from codeeval.reporting.charts import bars, trend
 from codeeval.reporting.charts import esc as _esc
 from codeeval.reporting.paired import Paired
@@ -64,48 +65,48 @@ td.up { color: #1a7f37; } td.down { color: #b00; }
 """
 
 
-def _interval(r: dict) -> tuple[str, str]:
+def _interval(r: LeaderboardRow) -> tuple[str, str]:
     """The cell's 95% interval (shown) and its standard error (in the tooltip), when computed."""
-    if r.get("ci95_low") is None or r.get("ci95_high") is None:
+    if r.ci95_low is None or r.ci95_high is None:
         return "", ""
-    return (f'<span class="ci">[{r["ci95_low"]:.4f}, {r["ci95_high"]:.4f}]</span>',
-            f'; 95% interval [{r["ci95_low"]:.4f}, {r["ci95_high"]:.4f}], standard error {r["stderr"]:.4f} '
-            f'({r.get("stderr_method") or "?"})' if r.get("stderr") is not None else "")
+    return (f'<span class="ci">[{r.ci95_low:.4f}, {r.ci95_high:.4f}]</span>',
+            f'; 95% interval [{r.ci95_low:.4f}, {r.ci95_high:.4f}], standard error {r.stderr:.4f} '
+            f'({r.stderr_method or "?"})' if r.stderr is not None else "")
 
 
-def _score(r: Optional[dict], date: str) -> str:
+def _score(r: Optional[LeaderboardRow], date: str) -> str:
     """A table cell: the value, its 95% interval and the problems it covers beside it, and its date
     when older than tonight."""
     if r is None:
         return '<td data-value="-1">-</td>'
-    if r["value"] is None:
-        return f'<td class="failed-cell" data-value="-1" title="{_esc(r.get("error") or "")}">failed</td>'
-    stale = r.get("error") is not None or r["date"] != date
-    problems = "" if r["problems"] is None else f'<span class="problems">{r["problems"]} problems</span>'
-    since = f' <span class="problems">(from {_esc(r["date"])})</span>' if stale else ""
+    if r.value is None:
+        return f'<td class="failed-cell" data-value="-1" title="{_esc(r.error or "")}">failed</td>'
+    stale = r.error is not None or r.date != date
+    problems = "" if r.problems is None else f'<span class="problems">{r.problems} problems</span>'
+    since = f' <span class="problems">(from {_esc(r.date)})</span>' if stale else ""
     klass = ' class="stale"' if stale else ""
     interval, tip = _interval(r)
-    return (f'<td{klass} data-value="{r["value"]:.6g}" data-problems='
-            f'"{r["problems"] if r["problems"] is not None else ""}" title="run {_esc(r["run_id"])}{_esc(tip)}">'
-            f'{r["value"]:.4f}{interval}{problems}{since}</td>')
+    return (f'<td{klass} data-value="{r.value:.6g}" data-problems='
+            f'"{r.problems if r.problems is not None else ""}" title="run {_esc(r.run_id)}{_esc(tip)}">'
+            f'{r.value:.4f}{interval}{problems}{since}</td>')
 
 
-def _tokens(cells: list[Optional[dict]]) -> str:
+def _tokens(cells: list[Optional[LeaderboardRow]]) -> str:
     """A model's cell of the tokens column: prompt + completion tokens of its tasks through an API."""
-    used = [r for r in cells if r is not None and r.get("prompt_tokens") is not None]
+    used = [r for r in cells if r is not None and r.prompt_tokens is not None]
     if not used:
         return '<td class="tokens" data-value="-1">-</td>'
-    prompt, completion = sum(r["prompt_tokens"] for r in used), sum(r["completion_tokens"] or 0 for r in used)
+    prompt, completion = sum(r.prompt_tokens for r in used), sum(r.completion_tokens or 0 for r in used)
     return (f'<td class="tokens" data-value="{prompt + completion}" title="over {len(used)} task(s)">'
             f'{prompt:,} + {completion:,}</td>')
 
 
-def _table(rows: list[dict], tasks: list[str], metric_of: dict, date: str) -> str:
-    cell = {(r["model"], r["task"]): r for r in rows if r["primary"]}
-    errors = {r["model"]: r["error"] for r in rows if r.get("error")}
+def _table(rows: list[LeaderboardRow], tasks: list[str], metric_of: dict, date: str) -> str:
+    cell = {(r.model, r.task): r for r in rows if r.primary}
+    errors = {r.model: r.error for r in rows if r.error}
     head = "".join(f"<th>{_esc(t)} {_esc(metric_of.get(t) or '')}</th>" for t in tasks)
     body = []
-    for model in dict.fromkeys(r["model"] for r in rows):
+    for model in dict.fromkeys(r.model for r in rows):
         mark = ' class="failed"' if model in errors else ""
         label = f"{_esc(model)} (failed)" if model in errors else _esc(model)
         cells = [cell.get((model, t)) for t in tasks]
@@ -142,34 +143,35 @@ def _changes(delta: list[dict], previous_date: Optional[str]) -> str:
             f'<th>after</th><th>change</th></tr></thead><tbody>{"".join(trs)}</tbody></table>')
 
 
-def _trends(tasks: list[str], metric_of: dict, history: list[tuple[str, list[dict]]]) -> str:
+def _trends(tasks: list[str], metric_of: dict, history: list[tuple[str, list[LeaderboardRow]]]) -> str:
     nights = [night for night, _ in history]
     out = []
     for task in tasks:
-        models = list(dict.fromkeys(r["model"] for _, rows in history for r in rows if r["task"] == task))
+        models = list(dict.fromkeys(r.model for _, rows in history for r in rows if r.task == task))
         series = {m: [None] * len(nights) for m in models}
         for i, (_, rows) in enumerate(history):
             for r in rows:
-                if r["task"] == task and r["primary"] and r["value"] is not None and not r.get("error"):
-                    series[r["model"]][i] = r["value"]
+                if r.task == task and r.primary and r.value is not None and not r.error:
+                    series[r.model][i] = r.value
         out.append(trend(task, metric_of.get(task) or "", nights, series))
     return "".join(out)
 
 
-def render(rows: list[dict], updated: str, delta: list[dict], previous_date: Optional[str],
-           failed: dict[str, str], history: list[tuple[str, list[dict]]], paired: Sequence[Paired] = ()) -> str:
-    """rows: the leaderboard's long rows (codeeval/reporting/nightly.py LEADERBOARD_SCHEMA); updated: tonight's
+def render(rows: list[LeaderboardRow], updated: str, delta: list[dict], previous_date: Optional[str],
+           failed: dict[str, str], history: list[tuple[str, list[LeaderboardRow]]],
+           paired: Sequence[Paired] = ()) -> str:
+    """rows: the leaderboard's long rows (codeeval/core/results.py LeaderboardRow); updated: tonight's
     date (the first word) and time; history: (night, rows) of every night kept, tonight's included;
     paired: tonight's comparisons (paired.compare_nights)."""
     date = updated.split()[0]
-    tasks = list(dict.fromkeys(r["task"] for r in rows if r["primary"]))
-    metric_of = {r["task"]: r["metric"] for r in rows if r["primary"] and r["metric"]}
-    models = list(dict.fromkeys(r["model"] for r in rows))
+    tasks = list(dict.fromkeys(r.task for r in rows if r.primary))
+    metric_of = {r.task: r.metric for r in rows if r.primary and r.metric}
+    models = list(dict.fromkeys(r.model for r in rows))
     by_task = defaultdict(list)
     for r in rows:
-        if r["primary"] and r["value"] is not None and not r.get("error"):
-            ci = (r["ci95_low"], r["ci95_high"]) if r.get("ci95_low") is not None else None
-            by_task[r["task"]].append((r["model"], r["value"], ci))
+        if r.primary and r.value is not None and not r.error:
+            ci = (r.ci95_low, r.ci95_high) if r.ci95_low is not None else None
+            by_task[r.task].append((r.model, r.value, ci))
     charts = "".join(bars(t, metric_of.get(t) or "", by_task[t]) for t in tasks if by_task[t])
     return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>codeeval leaderboard {_esc(date)}</title>'
             f'<style>{STYLE}</style></head><body><h1>codeeval leaderboard</h1><p>Updated {_esc(updated)}; '

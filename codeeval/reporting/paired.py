@@ -22,6 +22,7 @@ from typing import Iterable, Optional
 from codeeval.benchmarks.registry import get_task
 from codeeval.core import storage
 from codeeval.core.errors import UsageError
+from codeeval.core.results import LeaderboardRow, RunResults
 from codeeval.pipeline import failures
 from codeeval.reporting.compare import Side, TaskComparison, check_comparable, compare_task, load_side
 
@@ -51,13 +52,12 @@ class Paired:
     fail_to_pass: tuple[Flip, ...] = ()
 
 
-def keep_samples(out: Path, night: str, results: dict) -> str:
+def keep_samples(out: Path, night: str, results: RunResults) -> str:
     """Tonight's copy of a finished run's files that a comparison reads; its path relative to `out`."""
-    info = results["codeeval"]
-    root, rel = Path(info["run_dir"]), Path(SAMPLES) / night / info["run_id"]
-    for task, detail in info["tasks"].items():
+    root, rel = Path(results.run_dir), Path(SAMPLES) / night / results.run_id
+    for task, detail in results.tasks.items():
         shards = [f"{folder}/shard-{i:05d}.parquet" for folder in ("generations", "executions")
-                  for i in range(detail.get("shards", 0))]  # this run's shards only, not a stale one of a larger run
+                  for i in range(detail.shards)]  # this run's shards only, not a stale one of a larger run
         for name in ["problems.parquet", "metrics.json", *shards]:
             _link(root / task / name, out / rel / task / name)
     for name in ("run.json", "results.json"):
@@ -77,9 +77,9 @@ def _link(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
-def prune(out: Path, recent: Iterable[list[dict]]) -> list[Path]:
+def prune(out: Path, recent: Iterable[list[LeaderboardRow]]) -> list[Path]:
     """Remove the copies under out/samples that no row of `recent` (the last nights) names."""
-    named = {r.get("samples") for rows in recent for r in rows}
+    named = {r.samples for rows in recent for r in rows}
     removed = []
     for copy in sorted((out / SAMPLES).glob("*/*")):
         if copy.relative_to(out).as_posix() not in named:
@@ -91,7 +91,8 @@ def prune(out: Path, recent: Iterable[list[dict]]) -> list[Path]:
     return removed
 
 
-def compare_nights(out: Path, rows: list[dict], previous: list[dict], failed: Iterable[str]) -> list[Paired]:
+def compare_nights(out: Path, rows: list[LeaderboardRow], previous: list[LeaderboardRow],
+                   failed: Iterable[str]) -> list[Paired]:
     """Per model that ran tonight and task: against the previous leaderboard's run of the same model
     (a model that failed then kept its older rows: the date says which run), and against tonight's
     best model on the task (the highest value, then the most problems)."""
@@ -110,28 +111,27 @@ def compare_nights(out: Path, rows: list[dict], previous: list[dict], failed: It
             return None, f"{task}: not compared: {failures.root_cause(exc)}"
 
     failed = set(failed)
-    tonight = [r for r in rows if r["primary"] and r["value"] is not None and not r.get("error")]
-    before = {(r["model"], r["task"]): r for r in previous if r.get("primary") and r.get("value") is not None}
-    best: dict[str, dict] = {}
+    tonight = [r for r in rows if r.primary and r.value is not None and not r.error]
+    before = {(r.model, r.task): r for r in previous if r.primary and r.value is not None}
+    best: dict[str, LeaderboardRow] = {}
     for r in tonight:
-        if r["task"] not in best or (r["value"], r["problems"] or 0) > (best[r["task"]]["value"],
-                                                                         best[r["task"]]["problems"] or 0):
-            best[r["task"]] = r
+        if r.task not in best or (r.value, r.problems or 0) > (best[r.task].value, best[r.task].problems or 0):
+            best[r.task] = r
     out_list = []
-    for r in (r for r in tonight if r["model"] not in failed):
-        model, task = r["model"], r["task"]
+    for r in (r for r in tonight if r.model not in failed):
+        model, task = r.model, r.task
         old, top = before.get((model, task)), best[task]
-        pairs = [(PREVIOUS, old, f"its run of {old['date']}" if old else "")]
-        pairs.append((BEST, None if top["model"] == model else top, top["model"]))
+        pairs = [(PREVIOUS, old, f"its run of {old.date}" if old else "")]
+        pairs.append((BEST, None if top.model == model else top, top.model))
         for against, other, label in pairs:
             if other is None:
                 why = "no previous night" if against == PREVIOUS else f"the best model on {task} tonight"
                 out_list.append(Paired(model, task, against, label, why=why))
-            elif not other.get("samples") or not r.get("samples"):
+            elif not other.samples or not r.samples:
                 out_list.append(Paired(model, task, against, label, why=f"{task}: no copy of the samples kept "
                                        "(a leaderboard written before samples/ was kept)"))
             else:
-                result, why = compare(task, other["samples"], r["samples"])
+                result, why = compare(task, other.samples, r.samples)
                 out_list.append(_with_flips(out, Paired(model, task, against, label, result, why)))
     return out_list
 

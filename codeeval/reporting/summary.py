@@ -11,6 +11,7 @@ from typing import Mapping, Optional, Sequence
 
 from codeeval.core.contracts import TaskScore
 from codeeval.core.errors import no_space
+from codeeval.core.results import RunResults
 from codeeval.pipeline.usage import usage_line
 
 
@@ -120,34 +121,31 @@ def _value(value, stderr: Optional[float] = None) -> str:
     return str(value) if isinstance(value, (int, str)) else "(see results.json)"
 
 
-def results_table(results: dict) -> str:
+def results_table(results: RunResults) -> str:
     """The scores of a results.json as the terminal shows them, one task a line."""
-    info = results.get("codeeval", {})
     lines = []
-    for name, detail in info.get("tasks", {}).items():
-        metrics = results.get(name, {})
-        stderr = detail.get("stderr", {})
-        values = "  ".join(f"{m}={_value(v, stderr.get(m))}" for m, v in metrics.items()
+    for name, task in results.tasks.items():
+        metrics = results.metrics.get(name, {})
+        values = "  ".join(f"{m}={_value(v, task.stderr.get(m))}" for m, v in metrics.items()
                            if not isinstance(v, (dict, list)))
         if not metrics:
             counts = "generated"
-        elif detail.get("passed") is not None:
-            counts = f"{detail['passed']}/{detail.get('samples', 0)} samples passed"
+        elif task.passed is not None:
+            counts = f"{task.passed}/{task.samples or 0} samples passed"
         else:
-            counts = f"{detail.get('samples', 0)} samples of {detail.get('problems', 0)} problems"
-        left = detail.get("ks_left_out") or []
+            counts = f"{task.samples or 0} samples of {task.problems or 0} problems"
+        left = task.ks_left_out
         note = f"; pass@{', pass@'.join(map(str, left))} left out (n too small)" if left else ""
         lines.append(f"{name:<22} {values}  ({counts}{note})")
-        primary = detail.get("primary")
-        if primary in detail.get("ci95", {}):
-            lo, hi = detail["ci95"][primary]
-            lines.append(f"{'':<22} {primary} 95% interval [{lo:.4f}, {hi:.4f}] over {detail.get('problems')} "
+        if task.primary in task.ci95:
+            lo, hi = task.ci95[task.primary]
+            lines.append(f"{'':<22} {task.primary} 95% interval [{lo:.4f}, {hi:.4f}] over {task.problems} "
                          f"problems (± is the standard error, docs/statistics.md)")
-        gen, exe = detail["reused"]["generate"], detail["reused"]["execute"]
+        gen, exe = task.reused.generate, task.reused.execute
         lines.append(f"{'':<22} reused {gen[0]}/{gen[1]} generation and {exe[0]}/{exe[1]} execution shards")
-        if detail.get("api"):
-            lines.append(f"{'':<22} {usage_line(detail['api'])}")
-        if detail.get("saved_generations"):
-            lines.append(f"{'':<22} generations saved to {detail['saved_generations']}")
-    lines.append(f"results: {os.path.join(info.get('run_dir', '.'), 'results.json')}")
+        if task.api:
+            lines.append(f"{'':<22} {usage_line(task.api)}")
+        if task.saved_generations:
+            lines.append(f"{'':<22} generations saved to {task.saved_generations}")
+    lines.append(f"results: {os.path.join(results.run_dir or '.', 'results.json')}")
     return "\n".join(lines)
