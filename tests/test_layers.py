@@ -167,7 +167,7 @@ def test_the_architecture_diagram_draws_the_tree():
     drawn = {name for name in rows if name != "app"}
     drawn |= {f"{name}/{sub}" for name, text in rows.items() for sub in re.findall(r"\b([a-z_0-9]+)/", text)}
     tree = {str(d.relative_to(PACKAGE)) for d in PACKAGE.rglob("*") if d.is_dir() and d.name != "__pycache__"
-            and "containers" not in d.relative_to(PACKAGE).parts}
+            and not any(part == "containers" or part.startswith(".") for part in d.relative_to(PACKAGE).parts)}
     assert drawn == tree, f"folders not drawn: {sorted(tree - drawn)}; drawn but absent: {sorted(drawn - tree)}"
     unnamed = [f"{name}/{path.stem}" for name in drawn if name in LAYERS for path in (PACKAGE / name).glob("*.py")
                if path.stem != "__init__" and not re.search(rf"\b{path.stem}\b", rows[name])]
