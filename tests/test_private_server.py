@@ -28,7 +28,8 @@ def _env(home: Path, **extra: str) -> dict:
     return env
 
 
-def _run(data_dir: Path, out: Path, env: dict, python: str = sys.executable, limit: int = 3) -> subprocess.CompletedProcess:
+def _run(data_dir: Path, out: Path, env: dict, python: str = sys.executable,
+         limit: int = 3) -> subprocess.CompletedProcess:
     return subprocess.run(
         [python, "-m", "codeeval", "run", "--model", "reference", "--tasks", "humaneval", "--limit", str(limit),
          "--allow_code_execution", "--executor", "local", "--data-dir", str(data_dir), "--output-dir", str(out)],
@@ -94,12 +95,14 @@ def _with_prefect(version: str, root: Path) -> str:
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
         site = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
-        (site / "test-environment.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+        base = sysconfig.get_paths()["purelib"]  # the test environment's site-packages
+        (site / "test-environment.pth").write_text(f"import site; site.addsitedir({base!r})\n")
         constraints = root / "constraints.txt"
         constraints.write_text("".join(line for line in (ROOT / "constraints.txt").read_text().splitlines(True)
                                        if not line.startswith("prefect==")))
-        subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--disable-pip-version-check",
-                        f"prefect=={version}", "-c", str(constraints)], check=True, capture_output=True, timeout=600)
+        subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                        "--disable-pip-version-check", f"prefect=={version}", "-c", str(constraints)],
+                       check=True, capture_output=True, timeout=600)
     return str(python)
 
 

@@ -25,10 +25,11 @@ from codeeval.pipeline import waits
 SHOWN = 20  # failing samples listed per shard; the Parquet file has them all
 TAIL_LINES = 3
 
-# Other libraries' exceptions worth a retry, by class name anywhere in the MRO, so that these
-# optional libraries need not be imported to be recognised. codeeval's own say so by their
-# base class (core/errors.Infrastructure); the builtins' by isinstance.
+# Others' exceptions worth a retry, by class name anywhere in the MRO, so that optional libraries
+# need not be imported to be recognised (and requests' ConnectionError, not the builtin's subclass,
+# counts too). codeeval's own say so by their base class, core/errors.Infrastructure.
 LIBRARY_INFRASTRUCTURE = frozenset({
+    "ConnectionError", "TimeoutError", "BrokenPipeError",  # builtins (network, engine sockets), requests
     "APIConnectionError", "APITimeoutError", "InternalServerError", "RateLimitError",  # openai
     "ConnectError", "ReadTimeout", "RemoteProtocolError",  # httpx
     "DockerException",  # docker SDK
@@ -38,9 +39,7 @@ LIBRARY_INFRASTRUCTURE = frozenset({
 def is_infrastructure(error: BaseException) -> bool:
     """Whether a retry may succeed: a sandbox, engine or network failure. A model that fails
     (missing weights, a backend error, bad output) fails the same way again: never retried."""
-    if isinstance(error, (Infrastructure, ConnectionError, TimeoutError)):  # network, engine sockets
-        return True
-    return any(cls.__name__ in LIBRARY_INFRASTRUCTURE for cls in type(error).__mro__)
+    return isinstance(error, Infrastructure) or any(c.__name__ in LIBRARY_INFRASTRUCTURE for c in type(error).__mro__)
 
 
 CAUSE_CHARS = 400  # a root cause is one line, long enough for the reason that matters
