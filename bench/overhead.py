@@ -18,7 +18,12 @@ default) --repeat times with CODEEVAL_PHASES=1, and prints for each run, then th
 Baseline, in the same process: a bare Prefect command (`import prefect`, a flow with one
 task run, on Prefect's own temporary server) — the floor of any harness built on Prefect.
 The target is 3 s (issue 25; issue 14's was bigcode-evaluation-harness's 7 s).
-Last line: `fixed_cost_s=<median> target_s=3.0 ratio_to_bare_prefect=<ours / bare>`.
+
+Each run is made on both of the private server's paths, interleaved (codeeval/prefect_compat.py):
+gated (the Prefect patches tested on this Prefect applied) and plain (CODEEVAL_PREFECT_PATCHES=off,
+what a Prefect the patches were not tested on gets). Last line:
+`fixed_cost_s=<gated median> target_s=3.0 ratio_to_bare_prefect=<gated / bare> plain_fixed_cost_s=<plain
+median> plain_extra_s=<plain - gated>`.
 
     .venv/bin/python bench/overhead.py [--repeat 3] [--executor docker] [--data-dir ../shared/data]
 """
@@ -35,6 +40,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+PATHS = {"gated": {}, "plain": {"CODEEVAL_PREFECT_PATCHES": "off"}}  # the environment of each path
 PHASES = ["startup", "imports", "checks", "data", "prefect", "server", "flow", "exit"]
 MARKS = ["start", "imports", "checks", "data", "prefect import", "prefect start", "flow"]
 BARE = """
@@ -82,26 +88,33 @@ def main() -> int:
     default_data = ROOT.parent / "shared" / "data"
     parser.add_argument("--data-dir", default=str(default_data) if default_data.is_dir() else "")
     args = parser.parse_args()
-    env = {k: v for k, v in os.environ.items() if k != "CODEEVAL_PHASES"}
+    env = {k: v for k, v in os.environ.items() if k not in ("CODEEVAL_PHASES", "CODEEVAL_PREFECT_PATCHES")}
     env.update(PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1")
 
     # one warm-up of each, so that both find the Prefect database migrated and files cached
     with tempfile.TemporaryDirectory(prefix="codeeval-bench-") as tmp:
-        ours(args, Path(tmp) / "warm", env)
+        for path, extra in PATHS.items():
+            ours(args, Path(tmp) / f"warm-{path}", {**env, **extra})
         timed([sys.executable, "-c", BARE], {**env, "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"})
-        runs, bare = [], []
+        runs, bare = {path: [] for path in PATHS}, []
         for i in range(args.repeat):
-            runs.append(ours(args, Path(tmp) / f"run{i}", env))
+            for path, extra in PATHS.items():
+                runs[path].append(ours(args, Path(tmp) / f"run{i}-{path}", {**env, **extra}))
+                total = sum(runs[path][-1].values())
+                print(f"run {i + 1} {path}: " + "  ".join(f"{p} {runs[path][-1][p]:.2f}" for p in PHASES)
+                      + f"  | total {total:.2f} s", flush=True)
             started, ended, _ = timed([sys.executable, "-c", BARE],
                                       {**env, "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"})
             bare.append(ended - started)
-            total = sum(runs[-1].values())
-            print(f"run {i + 1}: " + "  ".join(f"{p} {runs[-1][p]:.2f}" for p in PHASES)
-                  + f"  | total {total:.2f} s; bare prefect {bare[-1]:.2f} s", flush=True)
-    median = {p: statistics.median(r[p] for r in runs) for p in PHASES}
-    fixed = statistics.median(sum(r.values()) for r in runs)
-    print("median: " + "  ".join(f"{p} {median[p]:.2f}" for p in PHASES))
-    print(f"fixed_cost_s={fixed:.2f} target_s=3.0 ratio_to_bare_prefect={fixed / statistics.median(bare):.2f}")
+            print(f"run {i + 1}: bare prefect {bare[-1]:.2f} s", flush=True)
+    fixed = {}
+    for path in PATHS:
+        median = {p: statistics.median(r[p] for r in runs[path]) for p in PHASES}
+        fixed[path] = statistics.median(sum(r.values()) for r in runs[path])
+        print(f"median {path}: " + "  ".join(f"{p} {median[p]:.2f}" for p in PHASES) + f"  | total {fixed[path]:.2f}")
+    ratio = fixed["gated"] / statistics.median(bare)
+    print(f"fixed_cost_s={fixed['gated']:.2f} target_s=3.0 ratio_to_bare_prefect={ratio:.2f}"
+          f" plain_fixed_cost_s={fixed['plain']:.2f} plain_extra_s={fixed['plain'] - fixed['gated']:.2f}")
     return 0
 
 

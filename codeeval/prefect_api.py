@@ -34,16 +34,17 @@ from typing import Iterator, Optional
 
 import tomllib
 
+from codeeval import prefect_compat
 from codeeval.core.processes import PRIVATE_API_ENV
 
 PR_SET_PDEATHSIG = 1
 SHUTDOWN_LIMIT_S = 10  # a stopping server that has not exited by then is killed (SIGALRM)
 
-# What a one-user temporary server needs (Prefect sets the first two for its own too; not its
-# PREFECT__SERVER_FINAL, whose only effect with FastAPI >= 0.137 is a 0.15 s gc.collect()).
+# What a one-user temporary server needs; its app is built as Prefect's own temporary server's
+# (prefect_compat.api_app), but without PREFECT__SERVER_FINAL, whose only effect with FastAPI
+# >= 0.137 is a 0.15 s gc.collect().
 SERVER_ENV = {
     "PREFECT_UI_ENABLED": "0",
-    "PREFECT__SERVER_EPHEMERAL": "1",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "DO_NOT_TRACK": "1",
 }
@@ -89,7 +90,11 @@ class TemporaryServer:
         return f"http://127.0.0.1:{self.port}/api"
 
     def start(self) -> "TemporaryServer":
-        """Must be called from the main thread (the parent-death signal follows the creating thread)."""
+        """Must be called from the main thread (the parent-death signal follows the creating thread).
+        Prefect patches that were not tested on this Prefect are skipped, said in one line."""
+        patches, note = prefect_compat.gate()
+        if note:
+            print(note, file=sys.stderr, flush=True)
         parent = os.getpid()
         self.detached, detach = os.pipe()  # the server writes a byte once it no longer dies with us
         with socket.socket() as sock:  # bound and listening here: the server inherits it
@@ -97,7 +102,7 @@ class TemporaryServer:
             sock.listen(128)
             self.port = sock.getsockname()[1]
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "codeeval.prefect_api", str(sock.fileno()), str(detach)],
+                [sys.executable, "-m", "codeeval.prefect_api", str(sock.fileno()), str(detach), *patches],
                 env={**os.environ, **SERVER_ENV}, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
                 pass_fds=(sock.fileno(), detach), start_new_session=True,  # Ctrl-C reaches the CLI only
                 preexec_fn=lambda: _die_with_parent(parent),
@@ -204,33 +209,6 @@ def drain() -> None:
             pass
 
 
-# The routers a flow run calls, in the order it first calls them. FastAPI (>= 0.137) builds a
-# router's routes on the first request that walks past them, so with Prefect's order the first
-# call (/admin/version) built all 183 routes: 0.2-0.4 s of the server's first answer. The
-# prefixes are disjoint, so the order changes no match.
-FLOW_RUN_ROUTERS = ("admin", "csrf_token", "flows", "flow_runs", "flow_run_states", "task_runs",
-                    "task_run_states", "logs", "artifacts", "events", "block_types", "block_documents",
-                    "block_schemas", "concurrency_limits_v2", "variables")
-
-
-def _api_app():
-    """Prefect's API app, as `prefect server start` builds it, with its routers reordered (above)
-    and its settings hashed once: create_app hashes them twice to key a cache, 0.25 s, for the one
-    app this process will ever build."""
-    from prefect.server import api
-    from prefect.server.api import server
-    from prefect.settings.models.root import Settings
-
-    first = tuple(getattr(api, name).router for name in FLOW_RUN_ROUTERS if hasattr(api, name))
-    server.API_ROUTERS = first + tuple(r for r in server.API_ROUTERS if r not in first)
-    key = Settings.hash_key
-    Settings.hash_key = lambda self: "codeeval-private-server"
-    try:
-        return server.create_app()
-    finally:
-        Settings.hash_key = key
-
-
 def _server_class(detach: int):
     import uvicorn
 
@@ -249,16 +227,17 @@ def _server_class(detach: int):
     return DetachingServer
 
 
-def serve(fd: int, detach: int) -> None:
+def serve(fd: int, detach: int, patches: tuple[str, ...]) -> None:
     """The temporary server's process: Prefect's API app on the socket the CLI bound (fd), built
-    with the cyclic GC paused (0.45 s of a 2.8 s boot on these machines); `detach` is the pipe on
-    which it tells the CLI that it will finish on its own."""
+    with the cyclic GC paused (0.45 s of a 2.8 s boot on these machines) and the gated Prefect
+    `patches` (prefect_compat); `detach` is the pipe on which it tells the CLI that it will
+    finish on its own."""
     from codeeval.core.memory import gc_paused
 
     with gc_paused():
         import uvicorn
 
-        app = _api_app()
+        app = prefect_compat.api_app(patches)
     server = _server_class(detach)(uvicorn.Config(app, log_level="error", lifespan="on"))
     server.run(sockets=[socket.socket(fileno=fd)])
     sys.stderr.flush()
@@ -266,4 +245,4 @@ def serve(fd: int, detach: int) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]))
+    serve(int(sys.argv[1]), int(sys.argv[2]), tuple(sys.argv[3:]))

@@ -698,3 +698,11 @@ def test_an_unreachable_prefect_server_is_one_line_in_a_run_log():
     crashed = stages.StageCrashed("generate-humaneval-shard-001 on pool gpu crashed: exit 1", "run-id")
     assert logged(crashed, "Task run failed with exception") == "Task run failed with exception"
     assert "Traceback" in logged(ValueError("a bug"), "Task run failed with exception")
+    # a worker loads the flow's file, not the package: its classes are new ones, their base is the package's
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("stages_from_its_file", stages.__file__)
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    assert loaded.StageCrashed is not stages.StageCrashed
+    assert logged(loaded.StageCrashed("crashed: exit 1", "run-id"), "Task run failed") == "Task run failed"

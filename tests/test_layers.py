@@ -1,7 +1,7 @@
 """The layout is the architecture (docs/architecture.md): import paths equal file paths, and
 imports point down the layers only, with no circle, not even inside a function.
 
-    app (codeeval/*.py: cli, preflight, image_builds, prefect_api)
+    app (codeeval/*.py: cli, preflight, image_builds, prefect_api, prefect_compat)
     flows/      Prefect flows
     tasks/      Prefect tasks (the only other Prefect code)
     reporting/  what runs say: summary, compare, the nightly leaderboard and its page

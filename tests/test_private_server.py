@@ -2,16 +2,22 @@
 
 It is told to stop when the flow ends and the CLI returns at once; the server then finishes
 writing the run's last events by itself. These tests read what the Prefect UI would show from
-its database afterwards, and the one line a run prints when that server cannot start.
+its database afterwards, the one line a run prints when that server cannot start, and a run on
+the plain path (codeeval/prefect_compat.py): forced on the pinned Prefect, and on a Prefect the
+patches were not tested on, installed over the test environment in a venv of its own.
 """
 from __future__ import annotations
 
 import os
+import json
 import sqlite3
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,9 +28,10 @@ def _env(home: Path, **extra: str) -> dict:
     return env
 
 
-def _run(data_dir: Path, out: Path, env: dict) -> subprocess.CompletedProcess:
+def _run(data_dir: Path, out: Path, env: dict, python: str = sys.executable,
+         limit: int = 3) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "codeeval", "run", "--model", "reference", "--tasks", "humaneval", "--limit", "3",
+        [python, "-m", "codeeval", "run", "--model", "reference", "--tasks", "humaneval", "--limit", str(limit),
          "--allow_code_execution", "--executor", "local", "--data-dir", str(data_dir), "--output-dir", str(out)],
         env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
 
@@ -47,6 +54,7 @@ def test_a_finished_run_has_every_task_run_recorded_and_its_server_gone(data_dir
     home = tmp_path / "prefect-home"
     done = _run(data_dir, tmp_path / "out", _env(home))
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "Prefect patches skipped" not in done.stderr  # the pinned Prefect: the gated patches apply
     deadline = time.monotonic() + 15  # the server's own shutdown limit is 10 s
     while _servers_of(home) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -72,3 +80,45 @@ def test_a_server_that_cannot_start_fails_the_run_in_one_line_with_its_cause(dat
         "codeeval: run failed: the temporary Prefect API server exited with status 3: "
         "sqlalchemy.exc.OperationalError: (sqlite3.OperationalError) unable to open database file")
     assert not (tmp_path / "out" / "humaneval" / "metrics.json").exists()
+
+
+PINNED = "3.8.8"  # constraints.txt: the version prefect_compat.TESTED names
+UNTESTED = "3.8.7"  # the lower end of pyproject's range: no patch was tested on it
+
+
+def _with_prefect(version: str, root: Path) -> str:
+    """A venv whose Prefect is `version` over the test environment's packages (a .pth adds them
+    after its own), installed by pip against constraints.txt but its Prefect pin: nothing else is
+    downloaded or built. Made once per test session."""
+    venv = root / f"prefect-{version}"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        site = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+        base = sysconfig.get_paths()["purelib"]  # the test environment's site-packages
+        (site / "test-environment.pth").write_text(f"import site; site.addsitedir({base!r})\n")
+        constraints = root / "constraints.txt"
+        constraints.write_text("".join(line for line in (ROOT / "constraints.txt").read_text().splitlines(True)
+                                       if not line.startswith("prefect==")))
+        subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                        "--disable-pip-version-check", f"prefect=={version}", "-c", str(constraints)],
+                       check=True, capture_output=True, timeout=600)
+    return str(python)
+
+
+@pytest.mark.parametrize("version, switch, why", [
+    (PINNED, {"CODEEVAL_PREFECT_PATCHES": "off"}, "CODEEVAL_PREFECT_PATCHES=off"),
+    (UNTESTED, {}, f"tested on prefect {PINNED} only, this is {UNTESTED}"),
+])
+def test_a_run_boots_its_server_plain_where_the_patches_were_not_tested(version, switch, why, data_dir, tmp_path,
+                                                                         tmp_path_factory):
+    python = sys.executable if version == PINNED else _with_prefect(version, tmp_path_factory.getbasetemp())
+    found = subprocess.run([python, "-c", "import prefect; print(prefect.__version__)"], capture_output=True, text=True)
+    assert found.stdout.strip() == version, found.stderr[-2000:]
+    env = _env(tmp_path / "prefect-home", PYTHONPATH=str(ROOT), **switch)
+    done = _run(data_dir, tmp_path / "out", env, python=python, limit=2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.splitlines()[0] == (
+        f"codeeval: Prefect patches skipped (routers, hash_key): {why}; the server boots plain")
+    metrics = json.loads((tmp_path / "out" / "humaneval" / "metrics.json").read_text())
+    assert (metrics["metrics"]["pass@1"], metrics["passed"]) == (1.0, 2)  # the reference solutions, executed and scored

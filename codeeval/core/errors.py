@@ -1,5 +1,8 @@
-"""Errors the CLI reports as one line with exit code 2 (bad input, not a bug), and the one kind of
-OSError it names in one line too (a full disk)."""
+"""Errors the CLI reports as one line with exit code 2 (bad input, not a bug), the one kind of
+OSError it names in one line too (a full disk), and the marker classes that say what kind of
+failure one of codeeval's own errors is. A marker is checked with `isinstance`, never by class
+name: a worker loads a flow from its file, so a class defined there (flows/stages.py) is another
+class object than the package's, but its bases from this module are the same objects."""
 from __future__ import annotations
 
 import errno
@@ -9,11 +12,21 @@ import re
 _NO_SPACE_TEXT = re.compile(r"No space left on device|Disk quota exceeded", re.I)
 
 
+class Infrastructure(Exception):
+    """Marker: the machinery failed (a sandbox, the Docker engine), not the model: a retry may
+    succeed (pipeline/failures.is_infrastructure, tasks/retries.py)."""
+
+
+class Explained(Exception):
+    """Marker: the message says in one line all a user needs; the run log drops its traceback
+    (flows/logs.py), the shard's error record keeps its tail (`codeeval inspect`)."""
+
+
 class UsageError(Exception):
     """Bad input from the user: unknown task, malformed file, k > n, missing data dir..."""
 
 
-class RunFailed(Exception):
+class RunFailed(Explained):
     """Some task runs failed; Prefect logged why, and a re-run retries only those."""
 
 

@@ -116,7 +116,7 @@ def _evaluate(config: RunConfig) -> RunResults:
     backend = backend_spec(config)
     device_specs = devices.plan(backend)  # one spec per visible device (data parallel), or [backend]
     sandbox = sandbox_spec(config)
-    # infrastructure errors only (failures.retry_condition; on work pools: a crashed shard run,
+    # infrastructure errors only (tasks/retries.py; on work pools: a crashed shard run,
     # stages.crashed); a failing model is never retried
     retries = {"retries": config.infra_retries, "retry_delay_seconds": config.retry_delay_s}
     remote = use_deployments(config.stages)  # shards as flow runs on the gpu / cpu work pools

@@ -2,20 +2,19 @@
 with its traceback; for the failures codeeval explains in one line itself (RunFailed: each shard's
 root cause; a full disk; an engine that cannot start containers; a shard run that failed or
 crashed on its pool) that traceback only buries the line, on the terminal and in a worker's log,
-so it is dropped there (the shard's error record keeps its tail: `codeeval inspect`). A Prefect
-server that stops answering (restarted, gone) ends a flow run's process with three chained
-tracebacks of httpx internals: once the flow's file is loaded, they become one line naming the
-server. Every flow module calls explain_failures(): a worker loads a flow from its file, not
-through the package."""
+so it is dropped there (the shard's error record keeps its tail: `codeeval inspect`). Those
+errors say so by their base class, core/errors.Explained, which a class keeps even when a worker
+defines it anew by loading flows/stages.py from its file. A Prefect server that stops answering
+(restarted, gone) ends a flow run's process with three chained tracebacks of httpx internals:
+once the flow's file is loaded, they become one line naming the server. Every flow module calls
+explain_failures(): a worker loads a flow from its file, not through the package."""
 from __future__ import annotations
 
 import logging
 import os
 
-from codeeval.core.errors import RunFailed, no_space
+from codeeval.core.errors import Explained, no_space
 
-# class names (codeeval/executors/docker/engine.py, flows/stages.py): nothing imported for them
-EXPLAINED = ("SandboxUnavailable", "StageFailed")
 LOGGERS = ("prefect.flow_runs", "prefect.task_runs", "prefect.engine")
 
 
@@ -43,8 +42,7 @@ class _Explained(logging.Filter):
         error = record.exc_info[1] if record.exc_info else None
         if error is None:
             return True
-        if isinstance(error, RunFailed) or no_space(error) or any(c.__name__ in EXPLAINED
-                                                                  for c in type(error).__mro__):
+        if isinstance(error, Explained) or no_space(error):  # RunFailed, SandboxUnavailable, StageFailed
             record.exc_info, record.exc_text = None, None
         elif (line := api_unreachable(error)) is not None:
             record.msg, record.args = f"{record.getMessage()}: {line}", ()

@@ -22,6 +22,7 @@ from prefect import flow, get_run_logger, task
 from prefect.states import Completed
 
 from codeeval.core import artifacts, storage
+from codeeval.core.errors import Explained
 from codeeval.executors import SandboxSpec
 from codeeval.executors.pool import POOL
 from codeeval.flows.guard import enforce, from_deployment, worker_policy
@@ -36,7 +37,7 @@ EXECUTE = "execute-shard/execute-shard"
 explain_failures()  # this file is what a worker loads for a shard run
 
 
-class StageFailed(Exception):
+class StageFailed(Explained):
     """A shard's flow run on its work pool did not complete (its own run page says why; the
     evaluate run links to it by `flow_run_id`)."""
 

@@ -19,16 +19,17 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 from codeeval.core import artifacts
+from codeeval.core.errors import Infrastructure
 from codeeval.pipeline import waits
 
 SHOWN = 20  # failing samples listed per shard; the Parquet file has them all
 TAIL_LINES = 3
 
-# Exceptions worth a retry: the machinery failed, not the model (class names anywhere in the
-# MRO, so that optional libraries need not be imported to be recognised).
-INFRASTRUCTURE = frozenset({
-    "SandboxUnavailable", "WorkerDied",  # codeeval/executors/docker/sandbox.py
-    "ConnectionError", "TimeoutError", "BrokenPipeError",  # builtins (network, engine sockets)
+# Others' exceptions worth a retry, by class name anywhere in the MRO, so that optional libraries
+# need not be imported to be recognised (and requests' ConnectionError, not the builtin's subclass,
+# counts too). codeeval's own say so by their base class, core/errors.Infrastructure.
+LIBRARY_INFRASTRUCTURE = frozenset({
+    "ConnectionError", "TimeoutError", "BrokenPipeError",  # builtins (network, engine sockets), requests
     "APIConnectionError", "APITimeoutError", "InternalServerError", "RateLimitError",  # openai
     "ConnectError", "ReadTimeout", "RemoteProtocolError",  # httpx
     "DockerException",  # docker SDK
@@ -38,13 +39,7 @@ INFRASTRUCTURE = frozenset({
 def is_infrastructure(error: BaseException) -> bool:
     """Whether a retry may succeed: a sandbox, engine or network failure. A model that fails
     (missing weights, a backend error, bad output) fails the same way again: never retried."""
-    return any(cls.__name__ in INFRASTRUCTURE for cls in type(error).__mro__)
-
-
-def retry_condition(task, task_run, state) -> bool:
-    """Prefect's retry_condition_fn: retry infrastructure errors only."""
-    error = state.result(raise_on_failure=False) if state.is_failed() else None
-    return isinstance(error, BaseException) and is_infrastructure(error)
+    return isinstance(error, Infrastructure) or any(c.__name__ in LIBRARY_INFRASTRUCTURE for c in type(error).__mro__)
 
 
 CAUSE_CHARS = 400  # a root cause is one line, long enough for the reason that matters

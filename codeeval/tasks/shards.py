@@ -36,6 +36,7 @@ from codeeval.pipeline.problems import fingerprint as problems_fingerprint
 from codeeval.pipeline.problems import problems_rows, read_problems
 from codeeval.pipeline.score import read_samples, score_samples
 from codeeval.tasks import slots
+from codeeval.tasks.retries import retry_condition
 from codeeval.tasks.secrets import with_secrets
 
 memory.lean_allocators()  # every process that runs shards imports this module: the CLI's, a worker's flow run
@@ -168,7 +169,7 @@ def load_problems(config: RunConfig, name: str, out_path: str) -> PlannedTask:
                        executes=plan.spec.executes)
 
 
-@task(name="generate", persist_result=True, cache_key_fn=_prefect_key, retry_condition_fn=failures.retry_condition)
+@task(name="generate", persist_result=True, cache_key_fn=_prefect_key, retry_condition_fn=retry_condition)
 def generate_shard(name: str, problems_path: str, start: int, stop: int, backend: BackendSpec,
                    out_path: str, cache_key: str, run_id: str = "") -> str:
     if kept := _kept(out_path, cache_key):
@@ -194,7 +195,7 @@ def generate_shard(name: str, problems_path: str, start: int, stop: int, backend
 
 
 @task(name="execute", persist_result=True, cache_key_fn=_prefect_key,
-      retry_condition_fn=failures.retry_condition)
+      retry_condition_fn=retry_condition)
 def execute_shard(name: str, problems_path: str, generations_path: str, sandbox: SandboxSpec,
                   out_path: str, cache_key: str, run_id: str = "") -> str:
     if skipped := _skipped([generations_path]):

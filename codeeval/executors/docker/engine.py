@@ -16,14 +16,16 @@ import docker
 import docker.errors
 import requests.exceptions
 
+from codeeval.core.errors import Explained, Infrastructure
+
 DEFAULT_ENGINE = "unix:///var/run/docker.sock"
 PING_TIMEOUT_S = 10  # the pre-flight check: an engine that does not answer within it is reported
 API_TIMEOUT_S = 60  # a create/remove on a loaded engine (the CLI calls had the same limit)
 ENGINE_HINT = "start it (`make engine`, scripts/ensure-docker.sh) or point DOCKER_HOST at a running engine"
 
 
-class SandboxUnavailable(RuntimeError):
-    """Docker or the execution image is missing: nothing can run."""
+class SandboxUnavailable(RuntimeError, Infrastructure, Explained):
+    """Docker or the execution image is missing: nothing can run (retried: an engine may come back)."""
 
 
 def engine_url() -> str:

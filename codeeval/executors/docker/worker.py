@@ -12,6 +12,7 @@ import struct
 import time
 import uuid
 
+from codeeval.core.errors import Infrastructure
 from codeeval.executors.base import Program, Sandbox, rlimit_spec, safe_name
 from codeeval.executors.docker import channel as docker_channel
 from codeeval.executors.docker.attached import Attached, StartFailed
@@ -22,7 +23,7 @@ FIRST_UID = 10000  # the image has users sandbox0..127 = uid 10000..10127
 N_UIDS = 128
 
 
-class WorkerDied(Exception):
+class WorkerDied(Infrastructure):
     """The container stopped answering (died, was killed, or broke the protocol)."""
 
 
