@@ -25,13 +25,16 @@ PACKAGE = REPO / "codeeval"
 LAYERS = ("core", "executors", "benchmarks", "generation", "pipeline", "reporting", "tasks", "flows", "app")
 ORCHESTRATION = ("tasks", "flows", "app")  # where Prefect may be imported
 NOT_MODULES = ("harness", "containers")  # files copied into sandboxes, recipes
+# Copied flat into the images' /opt/codeeval, where they import each other by their bare names.
+IN_IMAGE = ("codeeval/executors/runner", "codeeval/executors/docker/server", "codeeval/executors/docker/server_frames",
+            "codeeval/executors/docker/server_fork", "codeeval/executors/docker/server_reset")
 
 
 def modules() -> dict[str, Path]:
     out = {}
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(REPO).with_suffix("")
-        if any(part in NOT_MODULES for part in rel.parts) or rel.as_posix() in ("codeeval/executors/runner", "codeeval/executors/docker/server"):
+        if any(part in NOT_MODULES for part in rel.parts) or rel.as_posix() in IN_IMAGE:
             continue  # the sandbox server and runner run inside the image, stdlib only
         parts = list(rel.parts)
         if parts[-1] == "__init__":

@@ -1,4 +1,4 @@
-"""A program's clock (codeeval/executors/cputime.py): its wall time less the time its threads spent
+"""A program's clock (codeeval/executors/cputime/): its wall time less the time its threads spent
 waiting for a CPU. `watch` on simulated programs (a fake time, so every case is exact and
 instant), then the in-program alarm and the clocked wait of a harness's step on real processes,
 on a CPU crowded by this test's own spinners."""
@@ -36,7 +36,7 @@ class Simulated:
         return self.slowdown
 
     def watch(self, monkeypatch, cpu_limit, clock_limit, wall_cap=60.0, queued=True):
-        monkeypatch.setattr(cputime.time, "monotonic", lambda: self.now)
+        monkeypatch.setattr(time, "monotonic", lambda: self.now)  # the watch's clock
         why, factor = cputime.watch(self.wait, lambda: self.cpu(self.now), cpu_limit, clock_limit, wall_cap, 1.0,
                                     stretch=self.stretch,
                                     queued=(lambda: self.queued_at(self.now)) if queued else None)

@@ -190,7 +190,7 @@ def die_with_parent(parent: int) -> None:
 
 
 def preload_cputime() -> None:
-    """Import cputime.py from beside this file, as the Docker server's forked programs find it
+    """Import the cputime package from beside this file, as the Docker server's forked programs find it
     imported: a harness's in-program limits use it (`import cputime`). This directory does not
     stay on sys.path (the program would find codeeval's other modules there)."""
     here = os.path.dirname(os.path.abspath(__file__))

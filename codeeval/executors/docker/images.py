@@ -20,7 +20,11 @@ ROOT = Path(__file__).resolve().parents[2]  # the codeeval package: recipes trav
 # that a change to the server rebuilds in seconds, not the packages (~1 min) or the base.
 BASE_FILES = ("containers/base/rootfs.sh", "containers/lib.sh")
 PACKAGES_FILES = ("containers/python/requirements.txt", "containers/python/stage.sh")
-SERVER_FILES = ("containers/server_layer.sh", "executors/runner.py", "executors/cputime.py", "executors/docker/server.py")
+# The server layer's files: what containers/server_layer.sh copies into /opt/codeeval, by the same globs.
+SERVER_FILES = ("containers/server_layer.sh", "executors/runner.py",
+                *(p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "executors" / "cputime").glob("*.py"))),
+                "executors/docker/server.py",
+                *(p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "executors" / "docker").glob("server_*.py"))))
 PYTHON_FILES = ("containers/build.sh", *SERVER_FILES)
 # The DS-1000 image: the base + the data-science stack (torch and tensorflow CPU) + the same server; on demand only.
 DS1000_FILES = ("containers/ds1000/requirements.txt", "containers/ds1000/build.sh", *SERVER_FILES)
