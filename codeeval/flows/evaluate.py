@@ -200,7 +200,7 @@ def _evaluate(config: RunConfig) -> RunResults:
     skipped = [run_name for run_name, future in runs.items() if future.state.name == SKIPPED]
     scored = {name: f.result() for name, f in scores.items() if f.state.is_completed() and f.state.name != SKIPPED}
     workers = shard_writers(layout, {name: len(plan.shards) for name, plan in plans.items()})
-    if versions := provenance.mixed(workers):
+    if (versions := provenance.mixed(workers)) and (failed or skipped):  # else the scores' table says it
         log.warning("%s", versions)
     create_markdown_artifact(
         summary_markdown(config.model, config.run_id, str(layout.root), config.tasks, scored, failed, skipped,
