@@ -198,7 +198,7 @@ def test_a_shard_that_other_code_wrote_is_computed_again_and_a_mix_of_versions_i
     from codeeval.core import artifacts, provenance
     from codeeval.core.fingerprint import code_version
     from codeeval.pipeline.publish import shard_writers
-    from codeeval.pipeline.summary import results_table, summary_markdown
+    from codeeval.reporting.summary import results_table, summary_markdown
 
     out = tmp_path / "run"
     args = ["--model", "reference", "--tasks", "humaneval", "--limit", "4", "--shard_size", "2", "--executor", "local",
