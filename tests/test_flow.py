@@ -197,6 +197,7 @@ def test_a_shard_that_other_code_wrote_is_computed_again_and_a_mix_of_versions_i
     from codeeval import __version__
     from codeeval.core import artifacts, provenance
     from codeeval.core.fingerprint import code_version
+    from codeeval.core.results import RunResults
     from codeeval.pipeline.publish import shard_writers
     from codeeval.reporting.summary import results_table, summary_markdown
 
@@ -237,4 +238,4 @@ def test_a_shard_that_other_code_wrote_is_computed_again_and_a_mix_of_versions_i
         f"codeeval {__version__} (code {code_version()}): 3 shards on {me['host']}:{me['home']}"]), line
     assert f"**Mixed versions**: {line}" in summary_markdown("reference", "r", str(out), ["humaneval"], {}, [], [], line)
     results["codeeval"]["mixed_versions"] = line
-    assert f"mixed versions: {line}" in results_table(results)
+    assert f"mixed versions: {line}" in results_table(RunResults.from_json(results))
