@@ -103,7 +103,7 @@ def _wait_ready(server) -> None:
         raise RunFailed(str(exc)) from None
 
 
-def nightly(models_file: str, output_dir: str, runs_dir: str) -> int:
+def nightly(models_file: str, output_dir: Optional[str], runs_dir: Optional[str]) -> int:
     """The nightly flow on a private API, as `run` does; the models file is checked first."""
     from pathlib import Path
 
@@ -113,7 +113,7 @@ def nightly(models_file: str, output_dir: str, runs_dir: str) -> int:
     prefect_environment()
     from codeeval.pipeline.plan import check
 
-    for config in library.load_models(Path(models_file), Path(runs_dir)):
+    for config in library.load_models(Path(models_file), Path(runs_dir) if runs_dir else None):
         check(config)  # a bad file or task fails in a second, before the API boots
     with prefect_api.api_for_run() as server:
         from codeeval.flows.nightly import nightly_leaderboard

@@ -124,8 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     night = sub.add_parser("nightly", help="the nightly-leaderboard flow once, on this machine "
                                            "(what the scheduled deployment runs on a server)")
     night.add_argument("models_file", help="models.yaml (see docs/deployment.md)")
-    night.add_argument("--output-dir", default="leaderboard", help="leaderboard.parquet, index.html, history/")
-    night.add_argument("--runs-dir", default="runs", help="each model's run directory (finished shards reused)")
+    night.add_argument("--output-dir", default=None, help="leaderboard.parquet, index.html, history/ (default: "
+                       "leaderboard/ under CODEEVAL_STORAGE, else here)")
+    night.add_argument("--runs-dir", default=None, help="where each model's run directory goes (finished shards "
+                       "reused; default: as `run`'s, under CODEEVAL_STORAGE, else runs/)")
     envs = sub.add_parser("repo-envs", help="per project of a repo-level data set: its environment built (or why "
                                             "not), its oracle's pass count, the time (docs/repo-level.md)")
     envs.add_argument("--task", default="deveval", choices=("deveval", "evocodebench"))

@@ -9,6 +9,8 @@ import datetime as dt
 import json
 import os
 import re
+import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -201,19 +203,44 @@ def test_the_nightly_schedule_fires_and_a_worker_completes_it_with_nobody_watchi
     assert primary == {("humaneval", "pass@1"): 1.0, ("mbpp", "pass@1"): 1.0}
 
 
+def _inspect(srv: Server, run_id: str, store: str, home: str) -> subprocess.CompletedProcess:
+    """`codeeval inspect RUN_ID` as a person on the host `home` types it, in a directory of its own."""
+    cwd = srv.tmp / f"cwd-{home}"
+    for folder in (cwd, srv.tmp / f"home-{home}"):
+        folder.mkdir(exist_ok=True)
+    return subprocess.run([str(Path(sys.executable).with_name("codeeval")), "inspect", run_id],
+                          env={**srv.env, "CODEEVAL_STORAGE": store, "HOME": str(srv.tmp / f"home-{home}"),
+                               "CODEEVAL_CACHE": str(srv.tmp / f"host-{home}")},
+                          capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
 def test_shards_travel_between_hosts_through_an_fsspec_store(server, data_dir, demo_model_dir):
-    """CODEEVAL_STORAGE as a URL and two hosts with nothing shared but the store (each worker its
-    own CODEEVAL_CACHE, hence its own mirror): generation shards written on the gpu host (a model's
-    weights: the small demo model) reach the cpu host's execution shards and score through the store,
-    and so does results.json; `codeeval inspect RUN_ID` finds the run through the store from a third host."""
+    """One storage for every run: CODEEVAL_STORAGE as a URL and two worker hosts with nothing shared
+    but the store (each its own HOME and CODEEVAL_CACHE, hence its own mirror), the gpu host on other
+    code (its checkout one line apart). Generation shards written on the gpu host (a model's weights:
+    the small demo model) reach the cpu host's execution shards and score through the store, and so
+    does results.json, which names each shard's writer and says that their code differs (so does
+    `--watch`); a nightly run started from the deployment with its defaults writes its page and its
+    model's run into the store too, its shards on both hosts; `codeeval inspect RUN_ID` finds the
+    evaluate run and the nightly's run from either host, and from a third."""
     srv = server
+    checkout = srv.env.pop("CODEEVAL_CHECKOUT")  # each worker's own (docs/deployment.md)
     srv.deploy()
+    srv.env["CODEEVAL_CHECKOUT"] = checkout
     store = srv.tmp / "store"
     roots = f"{srv.env['CODEEVAL_DATA_ROOTS']}:{Path(demo_model_dir).parent}"
+    other = srv.tmp / "other-checkout"  # the gpu host's checkout, at another commit
+    shutil.copytree(srv.project / "codeeval", other / "codeeval", ignore=shutil.ignore_patterns("__pycache__"))
+    with open(other / "codeeval" / "__init__.py", "a") as fh:
+        fh.write("# one line that makes another version of the code\n")
     for pool in ("gpu", "cpu"):
+        (srv.tmp / f"home-{pool}").mkdir()  # each host's own HOME
+        # the gpu host's codeeval is the other one: its flow runs start in its checkout (prefect.yaml's
+        # pull step, read on the worker's host: the deploying shell did not fix it) and import from there
+        extra = {"CODEEVAL_CHECKOUT": str(other), "PYTHONPATH": str(other)} if pool == "gpu" else {}
         srv.start("worker", "start", "--pool", pool, log=f"worker-{pool}.log",
                   extra_env={"CODEEVAL_STORAGE": store.as_uri(), "CODEEVAL_CACHE": str(srv.tmp / f"host-{pool}"),
-                             "CODEEVAL_DATA_ROOTS": roots})
+                             "HOME": str(srv.tmp / f"home-{pool}"), "CODEEVAL_DATA_ROOTS": roots, **extra})
     params = {"config": {"model": demo_model_dir, "tasks": ["humaneval"], "allow_code_execution": True,
                          "executor": "local", "data_dir": str(data_dir), "limit": 3, "shard_size": 2,
                          "generation": {"do_sample": False, "max_new_tokens": 16}}}
@@ -222,7 +249,8 @@ def test_shards_travel_between_hosts_through_an_fsspec_store(server, data_dir, d
         result.stdout[-3000:] + (srv.tmp / "worker-cpu.log").read_text()[-3000:] + \
         (srv.tmp / "worker-gpu.log").read_text()[-2000:]
     (results,) = store.rglob("results.json")
-    assert set(json.loads(results.read_text())["humaneval"]) == {"pass@1"}
+    info = json.loads(results.read_text())
+    assert set(info["humaneval"]) == {"pass@1"}
 
     def files(root):
         return sorted("/".join(p.parts[-2:]) for p in root.rglob("shard-*.parquet"))
@@ -231,13 +259,40 @@ def test_shards_travel_between_hosts_through_an_fsspec_store(server, data_dir, d
     assert files(store) == shards
     assert files(srv.tmp / "host-gpu") == shards[2:]  # the gpu host wrote generations and read nothing else
     assert files(srv.tmp / "host-cpu") == shards  # the cpu host fetched the generations from the store
-    run_id = results.parent.name
-    inspect = subprocess.run([str(Path(sys.executable).with_name("codeeval")), "inspect", run_id],
-                             env={**srv.env, "CODEEVAL_STORAGE": store.as_uri(),
-                                  "CODEEVAL_CACHE": str(srv.tmp / "host-laptop")},
-                             capture_output=True, text=True, timeout=120, cwd=srv.tmp)
-    assert inspect.returncode == 0, inspect.stderr
-    assert f"# run {run_id}" in inspect.stdout and "2 generation and 2 execution shards written" in inspect.stdout
+
+    def writers(info: dict) -> dict:
+        return {w["home"]: sorted(s.split("/")[1] for s in w["shards"]) for w in info["codeeval"]["workers"]}
+
+    homes = {pool: str(srv.tmp / f"home-{pool}") for pool in ("gpu", "cpu")}
+    assert writers(info) == {homes["gpu"]: ["generations"] * 2, homes["cpu"]: ["executions"] * 2}
+    (gpu_code,) = {w["code"] for w in info["codeeval"]["workers"] if w["home"] == homes["gpu"]}
+    mixed = info["codeeval"]["mixed_versions"]
+    assert mixed.startswith("shards come from workers at 2 code versions") and f"(code {gpu_code}): 2 shards on " \
+        f"{socket.gethostname()}:{homes['gpu']}" in mixed and f"{info['codeeval']['code_version']}): 2 shards" in mixed
+    assert f"mixed versions: {mixed}" in " ".join(result.stdout.split()), result.stdout[-3000:]
+
+    # the nightly, as the deployment runs it (its defaults: everything under the worker's storage)
+    models = srv.project / "storage-night.yaml"
+    models.write_text(f"models:\n  - {{model: {demo_model_dir}, tasks: [mbpp], limit: 2, shard_size: 1, executor: local, "
+                      f"allow_code_execution: true, data_dir: {data_dir}, generation: {{do_sample: false, "
+                      f"max_new_tokens: 16}}}}\n")
+    night = srv.cli("deployment", "run", "nightly-leaderboard/nightly-leaderboard", "--watch",
+                    "--params", json.dumps({"models_file": str(models)}))
+    assert night.returncode == 0 and "Completed" in night.stdout, \
+        night.stdout[-3000:] + (srv.tmp / "worker-cpu.log").read_text()[-3000:]
+    import pyarrow.parquet as pq
+
+    board = store / "leaderboard"  # the page and its data in the store, not in a worker's directory
+    assert (board / "index.html").is_file() and not (srv.project / "runs").exists()
+    (run_id,) = {r["run_id"] for r in pq.read_table(board / "leaderboard.parquet").to_pylist()}
+    nightly_run = json.loads((store / run_id / "results.json").read_text())
+    assert writers(nightly_run) == {homes["gpu"]: ["generations"] * 2, homes["cpu"]: ["executions"] * 2}
+    for run, hosts in ((results.parent.name, ("gpu", "cpu", "laptop")), (run_id, ("gpu", "cpu"))):
+        for host in hosts:
+            found = _inspect(srv, run, store.as_uri(), host)
+            assert found.returncode == 0 and f"# run {run}" in found.stdout and \
+                "2 generation and 2 execution shards written" in found.stdout, \
+                (host, found.stdout[-2000:], found.stderr[-2000:])
 
 
 def _laptop_path() -> str:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pyarrow.parquet as pq
 import pytest
@@ -176,3 +177,65 @@ def test_a_failed_shard_fails_the_run_and_a_rerun_recomputes_only_it(prefect_api
     text = run_cli(capsys, *args[1:])
     assert "reused 3/3 generation and 2/3 execution shards" in text and "0/6 samples passed" in text
     assert not (out / "humaneval" / "errors").exists() or not any((out / "humaneval" / "errors").iterdir())
+
+
+def as_other_code_wrote_it(path, code: str, host: str) -> None:
+    """The shard file as a worker on other code would have written it: the same rows and key, its
+    recorded writer (Parquet metadata, as artifacts.write_table records it) that worker's."""
+    table = pq.read_table(path)
+    metadata = dict(table.schema.metadata)
+    writer = json.loads(metadata[b"codeeval.worker"])
+    metadata[b"codeeval.worker"] = json.dumps({**writer, "code": code, "host": host}).encode()
+    pq.write_table(table.replace_schema_metadata(metadata), path)
+
+
+def test_a_shard_that_other_code_wrote_is_computed_again_and_a_mix_of_versions_is_named(prefect_api, data_dir,
+                                                                                        tmp_path, capsys):
+    """Each shard records the worker that wrote it (version, code fingerprint, host, home); a finished
+    shard whose writer ran other code is not reused, said in one line; shards of two code versions in
+    one run directory are named on its summary."""
+    from codeeval import __version__
+    from codeeval.core import artifacts, provenance
+    from codeeval.core.fingerprint import code_version
+    from codeeval.core.results import RunResults
+    from codeeval.pipeline.publish import shard_writers
+    from codeeval.reporting.summary import results_table, summary_markdown
+
+    out = tmp_path / "run"
+    args = ["--model", "reference", "--tasks", "humaneval", "--limit", "4", "--shard_size", "2", "--executor", "local",
+            "--allow_code_execution", "--data-dir", str(data_dir), "--output-dir", str(out)]
+    run_cli(capsys, *args)
+    layout = artifacts.RunLayout(out)
+    me = provenance.this_worker()
+    assert me["version"] == __version__ and me["code"] == code_version() and me["home"]
+    results = json.loads(layout.results.read_text())
+    assert results["codeeval"]["workers"] == [{**me, "shards": [
+        "humaneval/generations/shard-00000", "humaneval/executions/shard-00000",
+        "humaneval/generations/shard-00001", "humaneval/executions/shard-00001"]}]
+    assert "mixed_versions" not in results["codeeval"]
+
+    shard = layout.generations("humaneval", 0)
+    as_other_code_wrote_it(shard, "0123456789abcdef", "old-host")
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logging.getLogger("prefect.task_runs").addHandler(handler)
+    try:
+        text = run_cli(capsys, *args)
+    finally:
+        logging.getLogger("prefect.task_runs").removeHandler(handler)
+    assert "reused 1/2 generation" in text, text
+    assert (f"{shard} was written by codeeval {__version__} (code 0123456789abcdef) on old-host:{me['home']}; this "
+            f"worker runs codeeval {__version__} (code {code_version()}): computed again (a shard is reused only by the code that wrote it)") in lines, "\n".join(lines)
+    assert artifacts.written_by(shard) == me  # computed again, here
+
+    as_other_code_wrote_it(layout.executions("humaneval", 1), "0123456789abcdef", "old-host")
+    workers = shard_writers(layout, {"humaneval": 2})
+    line = provenance.mixed(workers)
+    head, _, parts = line.partition(": ")
+    assert head == "shards come from workers at 2 code versions" and sorted(parts.split("; ")) == sorted([
+        f"codeeval {__version__} (code 0123456789abcdef): 1 shard on old-host:{me['home']}",
+        f"codeeval {__version__} (code {code_version()}): 3 shards on {me['host']}:{me['home']}"]), line
+    assert f"**Mixed versions**: {line}" in summary_markdown("reference", "r", str(out), ["humaneval"], {}, [], [], line)
+    results["codeeval"]["mixed_versions"] = line
+    assert f"mixed versions: {line}" in results_table(RunResults.from_json(results))

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from codeeval.core import files, storage
+from codeeval.core import files, provenance, storage
 
 PROBLEMS_SCHEMA = pa.schema([
     ("task_id", pa.string()), ("index", pa.int64()), ("prompt", pa.string()),
@@ -83,13 +83,16 @@ def write_atomically(path: Path, write, publish: bool = True) -> Path:
 
 KEY_FIELD = b"codeeval.key"
 USAGE_FIELD = b"codeeval.usage"
+WORKER_FIELD = b"codeeval.worker"  # who wrote a shard (core/provenance.py)
 
 
 def write_table(path: Path, rows: Iterable[Mapping[str, Any]], schema: pa.Schema, key: str | None = None,
                 usage: Optional[dict] = None) -> Path:
-    """`key` (a shard's cache key) goes in the file's metadata: see `written_with`; so does `usage`, what
-    generating the shard cost (an API backend's requests and tokens: `read_usage`), which travels with it."""
-    extra = {**({KEY_FIELD: key.encode()} if key is not None else {}),
+    """`key` (a shard's cache key) goes in the file's metadata: see `written_with`, with this process as
+    its writer (`written_by`); so does `usage`, what generating the shard cost (an API backend's requests
+    and tokens: `read_usage`), which travels with it."""
+    extra = {**({KEY_FIELD: key.encode(), WORKER_FIELD: json.dumps(provenance.this_worker()).encode()}
+                if key is not None else {}),
              **({USAGE_FIELD: json.dumps(usage).encode()} if usage else {})}
     if extra:
         schema = schema.with_metadata({**(schema.metadata or {}), **extra})
@@ -100,20 +103,29 @@ def write_table(path: Path, rows: Iterable[Mapping[str, Any]], schema: pa.Schema
 def written_with(path: Path, key: str) -> bool:
     """Whether `path` is a finished shard for `key`. A kill between the file's rename and
     Prefect's cache record would otherwise make the next run redo a finished shard."""
+    return (_metadata(path) or {}).get(KEY_FIELD) == key.encode()
+
+
+def _metadata(path: Path) -> Optional[dict]:
     try:
-        metadata = pq.read_schema(storage.fetch(path)).metadata or {}
+        return pq.read_schema(storage.fetch(path)).metadata or {}
     except (OSError, pa.ArrowInvalid):
-        return False
-    return metadata.get(KEY_FIELD) == key.encode()
+        return None
 
 
 def read_usage(path: Path) -> Optional[dict]:
     """The usage a shard's file was written with (write_table), else None."""
-    try:
-        metadata = pq.read_schema(storage.fetch(path)).metadata or {}
-    except (OSError, pa.ArrowInvalid):
-        return None
+    metadata = _metadata(path) or {}
     return json.loads(metadata[USAGE_FIELD]) if USAGE_FIELD in metadata else None
+
+
+def written_by(path: Path) -> Optional[dict]:
+    """The worker that wrote the shard `path` (core/provenance.py): None when there is no such file,
+    {} for one written before writers were recorded."""
+    metadata = _metadata(path)
+    if metadata is None:
+        return None
+    return json.loads(metadata[WORKER_FIELD]) if WORKER_FIELD in metadata else {}
 
 
 def read_rows(path: Path, columns: Optional[Sequence[str]] = None) -> list[dict]:

@@ -83,6 +83,11 @@ class RunResults:
     run_id: Optional[str] = None
     run_dir: Optional[str] = None
     code_version: Optional[str] = None
+    # who wrote the shards (core/provenance.py group): version, code fingerprint, host, home, their shards;
+    # and mixed's line when their code differs. Absent in files written before they were recorded.
+    codeeval_version: Optional[str] = None
+    workers: list[dict[str, Any]] = field(default_factory=list)
+    mixed_versions: Optional[str] = None
     tasks: dict[str, TaskSummary] = field(default_factory=dict)
 
     @property
@@ -107,7 +112,10 @@ class RunResults:
     def to_json(self) -> dict:
         data: dict[str, Any] = {**self.metrics, "config": self.config}
         if self.run_id is not None or self.tasks:
+            provenance = {"codeeval_version": self.codeeval_version, "workers": self.workers or None,
+                          "mixed_versions": self.mixed_versions}
             data["codeeval"] = {"run_id": self.run_id, "run_dir": self.run_dir, "code_version": self.code_version,
+                                **{k: v for k, v in provenance.items() if v is not None},
                                 "tasks": {name: summary.to_json() for name, summary in self.tasks.items()}}
         return data
 
@@ -116,7 +124,8 @@ class RunResults:
         info = data.get("codeeval") or {}
         return cls(metrics={k: v for k, v in data.items() if k not in ("config", "codeeval")},
                    config=dict(data.get("config") or {}), run_id=info.get("run_id"), run_dir=info.get("run_dir"),
-                   code_version=info.get("code_version"),
+                   code_version=info.get("code_version"), codeeval_version=info.get("codeeval_version"),
+                   workers=list(info.get("workers") or []), mixed_versions=info.get("mixed_versions"),
                    tasks={name: TaskSummary.from_json(s) for name, s in (info.get("tasks") or {}).items()})
 
 

@@ -97,6 +97,12 @@ def root() -> Path:
     return run_dir("_").parent
 
 
+def shared(name: str) -> Path:
+    """A folder that runs share, such as the nightly's leaderboard: under CODEEVAL_STORAGE (root()) when
+    it is set, so that no worker writes it into its working directory; else `name` in the working directory."""
+    return root() / name if os.environ.get("CODEEVAL_STORAGE") else Path(name)
+
+
 def run_dir(run_id: str) -> Path:
     """Where the run `run_id` lives on this host when no --output_dir names it: under
     CODEEVAL_STORAGE (a path every host sees alike, or this host's mirror of a URL), else runs/."""

@@ -20,7 +20,7 @@ from prefect.settings import PREFECT_UI_URL
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from codeeval.benchmarks.registry import get_task
-from codeeval.core import artifacts, files, storage
+from codeeval.core import artifacts, files, provenance, storage
 from codeeval.core.contracts import PlannedTask, Reuse
 from codeeval.core.errors import RunFailed
 from codeeval.core.fingerprint import code_version, digest
@@ -36,9 +36,9 @@ from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.plan import backend_spec, check, sandbox_spec
 from codeeval.pipeline.policy import config_request
 from codeeval.pipeline.problems import portable
-from codeeval.pipeline.publish import publish
+from codeeval.pipeline.publish import publish, shard_writers
 from codeeval.reporting.summary import ShardFailure, failure_message, results_table, summary_line, summary_markdown
-from codeeval.tasks.shards import KEPT, SKIPPED, execute_shard, generate_shard, load_problems, score_task
+from codeeval.tasks.shards import KEPT, SKIPPED, execute_shard, generate_shard, load_problems, score_task, stale
 
 explain_failures()
 
@@ -162,7 +162,7 @@ def _evaluate(config: RunConfig) -> RunResults:
                                              cache_key=gen_key, **remote_retries), gen_key)
             else:
                 gen = runs[run_name] = last_gen[d] = generate_shard.with_options(
-                    task_run_name=run_name, refresh_cache=not gen_path.exists(), **retries,
+                    task_run_name=run_name, refresh_cache=stale(str(gen_path)), **retries,
                 ).submit(name, plan.problems_path, start, stop, device_specs[d], str(gen_path), gen_key,
                          config.run_id, wait_for=_after(last_gen[d]))
             gens[name].append(gen)
@@ -179,7 +179,7 @@ def _evaluate(config: RunConfig) -> RunResults:
             else:
                 lane = i % len(lanes)
                 future = runs[run_name] = execute_shard.with_options(
-                    task_run_name=run_name, refresh_cache=not exec_path.exists(), **retries,
+                    task_run_name=run_name, refresh_cache=stale(str(exec_path)), **retries,
                 ).submit(name, plan.problems_path, allow_failure(gen), sandbox, str(exec_path), exec_key,
                          config.run_id, wait_for=[allow_failure(f) for f in lanes[lane]])
                 lanes[lane] = [future]
@@ -199,8 +199,12 @@ def _evaluate(config: RunConfig) -> RunResults:
               if not future.state.is_completed()]
     skipped = [run_name for run_name, future in runs.items() if future.state.name == SKIPPED]
     scored = {name: f.result() for name, f in scores.items() if f.state.is_completed() and f.state.name != SKIPPED}
+    workers = shard_writers(layout, {name: len(plan.shards) for name, plan in plans.items()})
+    if (versions := provenance.mixed(workers)) and (failed or skipped):  # else the scores' table says it
+        log.warning("%s", versions)
     create_markdown_artifact(
-        summary_markdown(config.model, config.run_id, str(layout.root), config.tasks, scored, failed, skipped),
+        summary_markdown(config.model, config.run_id, str(layout.root), config.tasks, scored, failed, skipped,
+                         versions),
         key=failures.artifact_key("summary", config.run_id),
         description=summary_line(scored, failed))
     if failed or skipped:
@@ -215,7 +219,7 @@ def _evaluate(config: RunConfig) -> RunResults:
     for name, counts in reuse.items():
         log.info("%s: reused %d/%d generation and %d/%d execution shards from cache", name,
                  *counts.generate, *counts.execute)
-    results = publish(config, layout, plans, scored, reuse, version)
+    results = publish(config, layout, plans, scored, reuse, version, workers)
     log.info("scores of %s:\n%s", config.model, results_table(results))
     return results
 

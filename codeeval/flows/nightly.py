@@ -14,6 +14,7 @@ shows it red while the leaderboard stays complete.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -37,16 +38,18 @@ def _run_name() -> str:
 
 
 @flow(name="nightly-leaderboard", flow_run_name=_run_name)
-def nightly_leaderboard(models_file: str, output_dir: str = "leaderboard", runs_dir: str = "runs") -> dict:
+def nightly_leaderboard(models_file: str, output_dir: Optional[str] = None, runs_dir: Optional[str] = None) -> dict:
+    """`output_dir`: the leaderboard's folder, else leaderboard/ under the storage; `runs_dir`: where each
+    model's run directory goes, else where `evaluate` puts it (CODEEVAL_STORAGE, else runs/)."""
     log = get_run_logger()
     if (policy := worker_policy()) is not None:  # a deployment run: the worker decides (flows/guard.py)
-        output_dir, runs_dir = policy.output(output_dir), policy.output(runs_dir)
+        output_dir, runs_dir = policy.output(output_dir or nightly.BOARD), policy.output(runs_dir)
         enforce(policy, nightly_request(models_file, output_dir, runs_dir), f"nightly-{Path(models_file).stem}")
-    configs = nightly.load_models(Path(models_file), Path(runs_dir))
+    configs = nightly.load_models(Path(models_file), Path(runs_dir) if runs_dir else None)
     for config in configs:
         check(config)  # every model's input errors before the first model runs for hours
     date, night = nightly.today(), nightly.stamp()
-    out = Path(output_dir)
+    out = nightly.board_dir(output_dir)
     board = out / "leaderboard.parquet"
     snapshot = nightly.history_path(out, night)  # tonight's history file; its name names tonight's samples/
     previous = nightly.read_leaderboard(board)

@@ -16,12 +16,9 @@ host mirrors, paths from another host rebased onto its own mirror (codeeval/core
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 from prefect import flow, get_run_logger, task
-from prefect.states import Completed
 
-from codeeval.core import artifacts, storage
+from codeeval.core import storage
 from codeeval.core.errors import Explained
 from codeeval.executors import SandboxSpec
 from codeeval.executors.pool import POOL
@@ -29,7 +26,7 @@ from codeeval.flows.guard import enforce, from_deployment, worker_policy
 from codeeval.flows.logs import explain_failures
 from codeeval.generation import LOADS_WEIGHTS, BackendSpec, devices
 from codeeval.pipeline.policy import shard_request
-from codeeval.tasks.shards import KEPT, _skipped, content_key, execute_shard, generate_shard
+from codeeval.tasks.shards import _kept, _skipped, content_key, execute_shard, generate_shard, stale
 
 GENERATE = "generate-shard/generate-shard"
 GENERATE_CPU = "generate-shard/generate-shard-cpu"
@@ -110,8 +107,8 @@ def remote_shard(deployment: str, run_name: str, parameters: dict, key: str, aft
         parameters = {**parameters, "generations_path": after}
         key = content_key({"cache_key": key, "generations_path": after})  # as execute_shard's own key
     out_path = parameters["out_path"]
-    if artifacts.written_with(Path(out_path), key):
-        return Completed(data=out_path, message=KEPT)
+    if kept := _kept(out_path, key):  # this process's code wrote it (the worker's would be checked there)
+        return kept
     from prefect.deployments import run_deployment
 
     run = run_deployment(deployment, parameters=parameters, flow_run_name=run_name, poll_interval=2)
@@ -143,7 +140,7 @@ def generate_stage(run_name: str, name: str, problems_path: str, start: int, sto
     backend = devices.plan(backend, max_shards=1)[0]
     return generate_shard.with_options(
         task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
-        refresh_cache=not storage.fetch(Path(out_path)).exists(),
+        refresh_cache=stale(out_path),
     )(name, problems_path, start, stop, backend, out_path, cache_key, run_id)
 
 
@@ -159,7 +156,7 @@ def execute_stage(run_name: str, name: str, problems_path: str, generations_path
     try:
         return execute_shard.with_options(
             task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
-            refresh_cache=not storage.fetch(Path(out_path)).exists(),
+            refresh_cache=stale(out_path),
         )(name, problems_path, generations_path, sandbox, out_path, cache_key, run_id)
     finally:
         POOL.close()

@@ -190,8 +190,10 @@ def shard_request(paths: Mapping[str, str], backend: Optional[BackendSpec] = Non
     return request
 
 
-def nightly_request(models_file: str, output_dir: str, runs_dir: str) -> Request:
-    return Request(reads={"models_file": models_file}, writes={"output_dir": output_dir, "runs_dir": runs_dir})
+def nightly_request(models_file: str, output_dir: str, runs_dir: Optional[str]) -> Request:
+    """A `nightly-leaderboard` run's request (runs_dir None: each model's run where evaluate's goes)."""
+    writes = {"output_dir": output_dir, "runs_dir": runs_dir}
+    return Request(reads={"models_file": models_file}, writes={k: v for k, v in writes.items() if v})
 
 
 def refusal_line(refusals: list[str], host: str = "") -> str:

@@ -6,10 +6,10 @@ import json
 import os
 from collections import defaultdict
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from codeeval import __version__
-from codeeval.core import artifacts
+from codeeval.core import artifacts, provenance
 from codeeval.core.contracts import PlannedTask, Reuse, TaskScore
 from codeeval.core.results import RunResults, TaskSummary
 from codeeval.pipeline.config import RunConfig
@@ -78,8 +78,22 @@ def task_summary(plan: PlannedTask, score: Optional[TaskScore], reuse: Reuse, sa
                        stderr_method=score.stderr_method, **counts)
 
 
+def shard_writers(layout: artifacts.RunLayout, shards: Mapping[str, int]) -> list[dict]:
+    """Who wrote the run's shard files (`shards`: task -> its number of shards; core/provenance.py): one
+    entry per worker, naming its shards (`humaneval/generations/shard-00000`)."""
+    writers = {}
+    for name, count in shards.items():
+        for i in range(count):
+            for path in (layout.generations(name, i), layout.executions(name, i)):
+                if (writer := artifacts.written_by(path)) is not None:
+                    writers[path.relative_to(layout.root).with_suffix("").as_posix()] = writer
+    return provenance.group(writers)
+
+
 def publish(config: RunConfig, layout: artifacts.RunLayout, plans: Mapping[str, PlannedTask],
-            scores: Mapping[str, TaskScore], reuse: Mapping[str, Reuse], version: str) -> RunResults:
+            scores: Mapping[str, TaskScore], reuse: Mapping[str, Reuse], version: str,
+            workers: Sequence[dict] = ()) -> RunResults:
+    """`workers`: shard_writers' answer (results.json names them, and says when their code differs)."""
     artifacts.write_json(layout.run_json, run_document(config, plans, version))
     saved = {}
     if config.save_generations or config.generation_only:
@@ -87,7 +101,8 @@ def publish(config: RunConfig, layout: artifacts.RunLayout, plans: Mapping[str, 
                  for name, plan in plans.items()}
     results = RunResults(
         metrics={name: score.metrics for name, score in scores.items()}, config=bigcode_config(config),
-        run_id=config.run_id, run_dir=str(layout.root), code_version=version,
+        run_id=config.run_id, run_dir=str(layout.root), code_version=version, codeeval_version=__version__,
+        workers=list(workers), mixed_versions=provenance.mixed(workers),
         tasks={name: task_summary(plan, scores.get(name), reuse[name], saved.get(name),
                                   task_usage([layout.generations(name, i) for i in range(len(plan.shards))],
                                              set(reuse[name].generate_reused)))

@@ -15,8 +15,9 @@ models.yaml:
         tasks: [humaneval]
 
 Every key but `generation` is a RunConfig field (the CLI's option names); `generation` holds
-GenerationArgs fields. Each model keeps its run directory (runs/<run_id>), so a night reuses
-every shard whose inputs did not change.
+GenerationArgs fields. Each model keeps its run directory where `evaluate` keeps it (under
+CODEEVAL_STORAGE, else runs/: core/storage.py), so a night reuses every shard whose inputs did not
+change and `codeeval inspect <run id>` finds each model's run from any host of the storage.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import typing
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from codeeval.core import artifacts
+from codeeval.core import artifacts, storage
 from codeeval.core.errors import RunFailed, UsageError
 from codeeval.core.results import LEADERBOARD_SCHEMA, LeaderboardRow, RunResults
 from codeeval.generation.base import GenerationArgs
@@ -34,13 +35,20 @@ from codeeval.pipeline import failures
 from codeeval.pipeline.config import RunConfig
 from codeeval.reporting.paired import Paired, flips_markdown
 
+BOARD = "leaderboard"  # the leaderboard's folder when none is given: under the storage (core/storage.py shared)
 HISTORY = "history"  # under the output folder: one leaderboard-<stamp>.parquet per night, never overwritten
 CONFIG_FIELDS = {f.name for f in dataclasses.fields(RunConfig)} - {"generation"}
 GENERATION_FIELDS = {f.name for f in dataclasses.fields(GenerationArgs)}
 
 
+def board_dir(output_dir: Optional[str]) -> Path:
+    """The leaderboard's folder: `output_dir`, else BOARD under the storage."""
+    return Path(output_dir) if output_dir else storage.shared(BOARD)
+
+
 def load_models(path: Path, runs_dir: Optional[Path] = None) -> list[RunConfig]:
-    """The models file as RunConfigs; UsageError (one line) for a missing or malformed file."""
+    """The models file as RunConfigs; UsageError (one line) for a missing or malformed file. A model
+    without its own output_dir runs in `runs_dir`/<run_id>, else where `evaluate` would run it."""
     import yaml
 
     try:
@@ -197,7 +205,7 @@ def history_path(out: Path, night: str) -> Path:
 
 def read_history(out: Path) -> list[tuple[str, list[LeaderboardRow]]]:
     """(night, rows) of every snapshot under out/history, oldest first."""
-    snapshots = sorted((out / HISTORY).glob("leaderboard-*.parquet"))
+    snapshots = sorted(storage.fetch_dir(out / HISTORY).glob("leaderboard-*.parquet"))  # the nights of other hosts too
     return [(night_of(p), _rows(p)) for p in snapshots]
 
 
@@ -206,7 +214,7 @@ def write_leaderboard(path: Path, rows: Iterable[LeaderboardRow]) -> Path:
 
 
 def read_leaderboard(path: Path) -> list[LeaderboardRow]:
-    return _rows(path) if path.exists() else []
+    return _rows(path) if storage.fetch(path).exists() else []
 
 
 def _rows(path: Path) -> list[LeaderboardRow]:

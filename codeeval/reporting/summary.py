@@ -85,11 +85,13 @@ def summary_line(scores: Mapping[str, TaskScore], failed: Sequence[ShardFailure]
 
 def summary_markdown(model: str, run_id: str, root: str, tasks: Sequence[str],
                      scores: Mapping[str, TaskScore], failed: Sequence[ShardFailure],
-                     skipped: Sequence[str]) -> str:
-    """The evaluate run's summary artifact."""
+                     skipped: Sequence[str], versions: Optional[str] = None) -> str:
+    """The evaluate run's summary artifact; `versions`: provenance.mixed's line, when its shards come
+    from workers whose code differs."""
     state = "failed" if failed else "completed"
     name = model.rstrip("/").rsplit("/", 1)[-1] or model
     lines = [f"# {name}: run {run_id} {state}", "", f"Model: `{model}`  ", f"Run directory: `{root}`", "",
+             *([f"**Mixed versions**: {versions}", ""] if versions else []),
              "| task | result |", "|---|---|"]
     for task in tasks:
         mine = [f for f in failed if f.task == task]
@@ -147,5 +149,7 @@ def results_table(results: RunResults) -> str:
             lines.append(f"{'':<22} {usage_line(task.api)}")
         if task.saved_generations:
             lines.append(f"{'':<22} generations saved to {task.saved_generations}")
+    if results.mixed_versions:
+        lines.append(f"mixed versions: {results.mixed_versions}")
     lines.append(f"results: {os.path.join(results.run_dir or '.', 'results.json')}")
     return "\n".join(lines)

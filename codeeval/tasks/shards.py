@@ -19,7 +19,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.states import Completed
 
 from codeeval.benchmarks.registry import get_task
-from codeeval.core import artifacts, memory, storage
+from codeeval.core import artifacts, memory, provenance, storage
 from codeeval.core.contracts import PlannedTask, TaskScore
 from codeeval.core.fingerprint import digest, file_digest
 from codeeval.core.progress import progress_bar
@@ -45,11 +45,25 @@ KEPT = "kept: written by an earlier run"
 
 
 def _kept(out_path: str, key: str):
-    """The Completed state of a shard whose file an earlier (killed) run finished, else None."""
+    """The Completed state of a shard whose file an earlier (killed) run finished, else None. A file
+    that other code wrote (another version of codeeval, on this host or another) is computed again,
+    said in one line: its key is the evaluate run's, which does not know which worker runs the shard."""
+    writer = artifacts.written_by(Path(out_path))
+    if writer is None:
+        return None
+    if not provenance.same_code(writer):
+        get_run_logger().info("%s", provenance.refusal(out_path, writer))
+        return None
     if artifacts.written_with(Path(out_path), key):
         get_run_logger().info("%s already holds this shard's output; kept", out_path)
         return Completed(data=out_path, message=KEPT)
     return None
+
+
+def stale(out_path: str) -> bool:
+    """Whether Prefect's cache record of the shard at `out_path` is not to be trusted (refresh_cache): there
+    is no such file, or other code wrote it (then _kept says so, and the shard runs again)."""
+    return not provenance.same_code(artifacts.written_by(Path(out_path)))
 
 
 def content_key(parameters) -> str:
