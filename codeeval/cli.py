@@ -76,8 +76,8 @@ def run(config, phases: Phases) -> Optional[dict]:
 def _prepare(config, phases: Phases) -> list:
     """Flags, outputs, model, sandbox and data checked, the flow module imported: the plans."""
     from codeeval.core import hub
-    from codeeval.pipeline.plan import check
-    from codeeval.preflight import check_model, check_outputs, check_sandbox, plan_task
+    from codeeval.pipeline.plan import check, plan_run
+    from codeeval.preflight import check_model, check_outputs, check_sandbox
 
     phases.mark("imports")
     check(config)
@@ -87,7 +87,7 @@ def _prepare(config, phases: Phases) -> list:
     check_model(config)
     check_sandbox(config)
     phases.mark("checks")
-    plans = [plan_task(config, name) for name in config.tasks]  # loads data, validates k, generations
+    plans = list(plan_run(config).values())  # loads data, validates k, generations; the flow's load takes them
     phases.mark("data")
     import codeeval.flows.evaluate  # noqa: F401 - Prefect and the flow, while the server boots
 

@@ -2,8 +2,9 @@
 
 The CLI runs it while its temporary Prefect server boots. Each failure is a UsageError: one
 line on stderr and exit code 2, within seconds (the hub is asked once, with a short timeout).
-Order: flags and task names, the output paths, the model, the Docker engine, then the data
-(planning loads every task's problems and validates k and any generations file).
+Order (cli._prepare): flags and task names, the output paths, the model, the Docker engine, then
+the data (pipeline/plan.py plan_run loads every task's problems and validates k and any
+generations file; the flow's load stage reuses that plan).
 """
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from pathlib import Path
 
 from codeeval.core.errors import UsageError
 from codeeval.pipeline.config import RunConfig
-from codeeval.pipeline.plan import TaskPlan, check, plan_task
 
 
 def check_writable(path: Path, what: str) -> None:
@@ -88,12 +88,3 @@ def check_sandbox(config: RunConfig) -> None:
             check_available(images.runtime_image(runtime), missing=f"run `{images.build_command(runtime)}` to build it")
     except (SandboxUnavailable, images.RuntimeUnavailable) as exc:
         raise UsageError(str(exc)) from None
-
-
-def preflight(config: RunConfig) -> dict[str, TaskPlan]:
-    """Every check; returns each task's plan (its problems loaded)."""
-    check(config)
-    check_outputs(config)
-    check_model(config)
-    check_sandbox(config)
-    return {name: plan_task(config, name) for name in config.tasks}

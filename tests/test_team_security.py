@@ -119,8 +119,8 @@ def attempts(srv) -> dict[str, tuple[str, dict, str]]:
     def evaluate(name, change, phrase, config=base):
         return name, ("evaluate/evaluate", {"config": {**config, **change}}, phrase)
 
-    shard = {"run_name": "execute-humaneval-shard-000", "name": "humaneval", "problems_path": f"{storage}/r/p.parquet",
-             "generations_path": f"{storage}/r/g.parquet", "out_path": f"{storage}/r/e.parquet", "cache_key": "k",
+    shard = {"shard": {"task": "humaneval", "stage": "execute", "index": 0}, "run_dir": f"{storage}/r",
+             "problems_path": f"{storage}/r/p.parquet", "generations_path": f"{storage}/r/g.parquet", "cache_key": "k",
              "sandbox": {"name": "local", "n_workers": 1}}
     return dict([
         evaluate("local-executor", {"executor": "local"}, "executor 'local' runs model output outside the Docker sandbox"),
@@ -144,6 +144,10 @@ def attempts(srv) -> dict[str, tuple[str, dict, str]]:
         evaluate("too-much-memory", {"memory_mb": 1 << 20}, "memory_mb 1048576 is over this worker's cap of 4096"),
         ("shard-local-sandbox", ("execute-shard/execute-shard", shard,
                                  "executor 'local' runs model output outside the Docker sandbox")),
+        ("shard-dotdot-task", ("execute-shard/execute-shard",
+                               {**shard, "shard": {"task": "../..", "stage": "execute", "index": 0},
+                                "sandbox": {"name": "docker", "n_workers": 1}},
+                               "name '../..' would become a path outside its directory")),
         ("nightly-models-outside", ("nightly-leaderboard/nightly-leaderboard",
                                     {"models_file": f"{outside}/models.yaml"}, "models_file")),
     ])

@@ -4,6 +4,8 @@ runs/<run_id>/run.json
 runs/<run_id>/<task>/problems.parquet
 runs/<run_id>/<task>/generations/shard-NNNNN.parquet
 runs/<run_id>/<task>/executions/shard-NNNNN.parquet
+runs/<run_id>/<task>/errors/<stage>-shard-NNNNN.json   (a failed shard's record: pipeline/failures.py)
+runs/<run_id>/<task>/waits/<stage>-shard-NNNNN.json    (a shard waiting for a slot: pipeline/waits.py)
 runs/<run_id>/<task>/metrics.json
 runs/<run_id>/results.json
 Every write goes to a temporary file first and is renamed into place, so a crash never
@@ -23,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from codeeval.core import files, provenance, storage
+from codeeval.core.contracts import ShardId
 
 PROBLEMS_SCHEMA = pa.schema([
     ("task_id", pa.string()), ("index", pa.int64()), ("prompt", pa.string()),
@@ -44,9 +47,34 @@ EXECUTIONS_SCHEMA = pa.schema([
 
 
 
+STAGE_FOLDERS = {"generate": "generations", "execute": "executions"}  # a shard's Parquet file, per contracts.STAGES
+
+
 @dataclass(frozen=True)
 class RunLayout:
+    """Every name of a run's files, and of its shards' task runs: the one place that spells them."""
+
     root: Path
+
+    @staticmethod
+    def run_name(shard: ShardId) -> str:
+        """The shard's task run (and work-pool flow run) in the UI: `generate-humaneval-shard-003`."""
+        return f"{shard.stage}-{shard.task}-shard-{shard.index:03d}"
+
+    def output(self, shard: ShardId) -> Path:
+        return self.task_dir(shard.task) / STAGE_FOLDERS[shard.stage] / f"shard-{shard.index:05d}.parquet"
+
+    def error_record(self, shard: ShardId) -> Path:
+        return self.errors(shard.task) / f"{shard.stage}-shard-{shard.index:05d}.json"
+
+    def wait_record(self, shard: ShardId) -> Path:
+        return self.waits(shard.task) / f"{shard.stage}-shard-{shard.index:05d}.json"
+
+    def errors(self, task: str) -> Path:
+        return self.task_dir(task) / "errors"
+
+    def waits(self, task: str) -> Path:
+        return self.task_dir(task) / "waits"
 
     @property
     def run_json(self) -> Path:
@@ -62,11 +90,11 @@ class RunLayout:
     def problems(self, task: str) -> Path:
         return self.task_dir(task) / "problems.parquet"
 
-    def generations(self, task: str, shard: int) -> Path:
-        return self.task_dir(task) / "generations" / f"shard-{shard:05d}.parquet"
+    def generations(self, task: str, index: int) -> Path:
+        return self.output(ShardId(task, "generate", index))
 
-    def executions(self, task: str, shard: int) -> Path:
-        return self.task_dir(task) / "executions" / f"shard-{shard:05d}.parquet"
+    def executions(self, task: str, index: int) -> Path:
+        return self.output(ShardId(task, "execute", index))
 
     def metrics(self, task: str) -> Path:
         return self.task_dir(task) / "metrics.json"

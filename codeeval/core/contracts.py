@@ -7,6 +7,24 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 
+STAGES = ("generate", "execute")
+
+
+@dataclass(frozen=True)
+class ShardId:
+    """One shard of a task at one stage ("generate" or "execute"): what the flow, the tasks and the
+    work-pool flow runs pass. Its run name and its files are given by `artifacts.RunLayout`, and
+    nothing reads a shard back out of a name."""
+
+    task: str
+    stage: str
+    index: int
+
+    def __post_init__(self) -> None:
+        if self.stage not in STAGES:  # a flow run's parameter: it names a folder and a file
+            raise ValueError(f"a shard's stage is one of {', '.join(STAGES)}, not {self.stage!r}")
+
+
 @dataclass(frozen=True)
 class PlannedTask:
     """What the load stage hands the flow for one task."""

@@ -19,6 +19,8 @@ from __future__ import annotations
 from prefect import flow, get_run_logger, task
 
 from codeeval.core import storage
+from codeeval.core.artifacts import RunLayout
+from codeeval.core.contracts import ShardId
 from codeeval.core.errors import Explained
 from codeeval.executors import SandboxSpec
 from codeeval.executors.pool import POOL
@@ -26,7 +28,7 @@ from codeeval.flows.guard import enforce, from_deployment, worker_policy
 from codeeval.flows.logs import explain_failures
 from codeeval.generation import LOADS_WEIGHTS, BackendSpec, devices
 from codeeval.pipeline.policy import shard_request
-from codeeval.tasks.shards import _kept, _skipped, content_key, execute_shard, generate_shard, stale
+from codeeval.tasks.shards import _kept, _skipped, content_key, execute_shard, generate_shard, shard_file, stale
 
 GENERATE = "generate-shard/generate-shard"
 GENERATE_CPU = "generate-shard/generate-shard-cpu"
@@ -96,7 +98,7 @@ def generation_deployment(kind: str) -> str:
 
 
 @task(name="shard", retry_condition_fn=crashed)
-def remote_shard(deployment: str, run_name: str, parameters: dict, key: str, after=None) -> str:
+def remote_shard(deployment: str, shard: ShardId, parameters: dict, key: str, after=None) -> str:
     """Runs one shard as a flow run of `deployment` and waits for it. An execution shard gets
     its generation shard's result as `after` (its file's path, or the upstream error). A shard
     whose file is already there (same key) is kept without starting anything; one whose input
@@ -106,12 +108,14 @@ def remote_shard(deployment: str, run_name: str, parameters: dict, key: str, aft
             return skipped
         parameters = {**parameters, "generations_path": after}
         key = content_key({"cache_key": key, "generations_path": after})  # as execute_shard's own key
-    out_path = parameters["out_path"]
+    out_path = shard_file(parameters["run_dir"], shard)
     if kept := _kept(out_path, key):  # this process's code wrote it (the worker's would be checked there)
         return kept
     from prefect.deployments import run_deployment
 
-    run = run_deployment(deployment, parameters=parameters, flow_run_name=run_name, poll_interval=2)
+    run_name = RunLayout.run_name(shard)
+    run = run_deployment(deployment, parameters={**parameters, "shard": shard}, flow_run_name=run_name,
+                         poll_interval=2)
     get_run_logger().info("%s ran on work pool %s: %s", run_name, run.work_pool_name, run.state.name)
     if run.state.is_crashed():
         why = run.state.message or "its process died"
@@ -123,40 +127,44 @@ def remote_shard(deployment: str, run_name: str, parameters: dict, key: str, aft
 
 
 def _run_name() -> str:
+    """The shard's run name; its parameter arrives as JSON (a dict) where the engine names the run
+    before validating the parameters."""
     from prefect.runtime import flow_run
 
-    return str(flow_run.parameters.get("run_name"))
+    shard = flow_run.parameters.get("shard")
+    return RunLayout.run_name(shard if isinstance(shard, ShardId) else ShardId(**shard))
 
 
 @flow(name="generate-shard", flow_run_name=_run_name)
-def generate_stage(run_name: str, name: str, problems_path: str, start: int, stop: int, backend: BackendSpec,
-                   out_path: str, cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0,
-                   run_id: str = "") -> str:
+def generate_stage(shard: ShardId, run_dir: str, problems_path: str, start: int, stop: int, backend: BackendSpec,
+                   cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0, run_id: str = "") -> str:
     """One generation shard on this host: a gpu pool host's first visible device, or (generate-shard-cpu)
     a cpu pool host that calls an API, replays saved generations or hands out the reference."""
-    problems_path, out_path = storage.localize(problems_path), storage.localize(out_path)
+    problems_path, run_dir = storage.localize(problems_path), storage.localize(run_dir)
+    out_path, run_name = shard_file(run_dir, shard), RunLayout.run_name(shard)
     enforce(worker_policy(), shard_request({"problems_path": problems_path, "out_path": out_path},
-                                           backend=backend, name=name), f"{run_name}-{run_id}")
+                                           backend=backend, name=shard.task), f"{run_name}-{run_id}")
     backend = devices.plan(backend, max_shards=1)[0]
     return generate_shard.with_options(
         task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
         refresh_cache=stale(out_path),
-    )(name, problems_path, start, stop, backend, out_path, cache_key, run_id)
+    )(shard, run_dir, problems_path, start, stop, backend, cache_key, run_id)
 
 
 @flow(name="execute-shard", flow_run_name=_run_name)
-def execute_stage(run_name: str, name: str, problems_path: str, generations_path: str, sandbox: SandboxSpec,
-                  out_path: str, cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0,
-                  run_id: str = "") -> str:
+def execute_stage(shard: ShardId, run_dir: str, problems_path: str, generations_path: str, sandbox: SandboxSpec,
+                  cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0, run_id: str = "") -> str:
     """One execution shard in this (cpu pool) host's sandbox (its Docker engine: DOCKER_HOST)."""
-    problems_path, out_path = storage.localize(problems_path), storage.localize(out_path)
+    problems_path, run_dir = storage.localize(problems_path), storage.localize(run_dir)
     generations_path = storage.localize(generations_path)
+    out_path, run_name = shard_file(run_dir, shard), RunLayout.run_name(shard)
     enforce(worker_policy(), shard_request({"problems_path": problems_path, "generations_path": generations_path,
-                                            "out_path": out_path}, sandbox=sandbox, name=name), f"{run_name}-{run_id}")
+                                            "out_path": out_path}, sandbox=sandbox, name=shard.task),
+            f"{run_name}-{run_id}")
     try:
         return execute_shard.with_options(
             task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
             refresh_cache=stale(out_path),
-        )(name, problems_path, generations_path, sandbox, out_path, cache_key, run_id)
+        )(shard, run_dir, problems_path, generations_path, sandbox, cache_key, run_id)
     finally:
         POOL.close()

@@ -69,13 +69,17 @@ class RunConfig:
         return "reference" if self.model == "reference" else "transformers"
 
     @property
+    def run_key(self) -> str:
+        """The digest of what the run's outputs depend on (its id ends with it)."""
+        return digest(self.model, sorted(self.tasks), self.generation, self.backend_kind, self.backend_options,
+                      self.limit, self.limit_start, self.load_generations_path,
+                      *([True] if self.exclude_failing_oracles else []))
+
+    @property
     def run_id(self) -> str:
         """Same inputs, same id: a repeated command reuses its run directory and shards."""
         slug = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(self.model).name or self.model)[:40]
-        key = digest(self.model, sorted(self.tasks), self.generation, self.backend_kind, self.backend_options,
-                     self.limit, self.limit_start, self.load_generations_path,
-                     *([True] if self.exclude_failing_oracles else []))
-        return f"{slug}-{key[:10]}"
+        return f"{slug}-{self.run_key[:10]}"
 
     @property
     def run_dir(self) -> Path:

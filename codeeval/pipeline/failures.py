@@ -132,10 +132,6 @@ def _cell(text: Optional[str]) -> str:
 
 # ---- a shard whose task run raised --------------------------------------------------------
 
-def error_path(root: Path, name: str, stage: str, shard: int) -> Path:
-    return artifacts.RunLayout(root).task_dir(name) / "errors" / f"{stage}-shard-{shard:05d}.json"
-
-
 def record_error(path: Path, *, name: str, stage: str, run_name: str, error: BaseException,
                  samples: Iterable[tuple[str, int]], parquet: str, inputs: dict[str, str],
                  log_line: Optional[str] = None) -> dict:
@@ -189,11 +185,12 @@ def run_report(root: Path) -> tuple[str, int]:
     if not tasks:
         raise FileNotFoundError(f"{root} holds no task directory (<task>/problems.parquet)")
     parts, failed_shards = [f"# run {root.name}", f"Directory: `{root}`", ""], 0
+    layout = artifacts.RunLayout(root)
     for name in tasks:
-        task_dir = root / name
+        task_dir = layout.task_dir(name)
         gens = sorted((task_dir / "generations").glob("shard-*.parquet"))
         execs = sorted((task_dir / "executions").glob("shard-*.parquet"))
-        errors = sorted((task_dir / "errors").glob("*.json"))
+        errors = sorted(layout.errors(name).glob("*.json"))
         failed_samples = 0
         sample_parts = []
         for path in execs:
@@ -206,7 +203,7 @@ def run_report(root: Path) -> tuple[str, int]:
         parts.append(f"## {name}: {len(gens)} generation and {len(execs)} execution shards written, "
                      f"{len(errors)} failed shards, {failed_samples} failing samples, {scored}")
         parts.append("")
-        if waiting := waits.report_lines(task_dir):
+        if waiting := waits.report_lines(layout.waits(name)):
             parts += ["Waiting for a slot:", *waiting, ""]
         for path in errors:
             failed_shards += 1

@@ -1,7 +1,8 @@
 """Checks a RunConfig and plans each task: its problems, samples per problem, ks and shards.
 
-The CLI calls this before Prefect starts, so bad input fails in a second with one line;
-the flow's load stage calls it again to write problems.parquet.
+The CLI plans the run before Prefect starts (`plan_run`), so bad input fails in a second with
+one line; the flow's load stage, in the same process, takes that plan to write problems.parquet
+(`planned`), and plans anew only where nothing planned before it (a deployment's run).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from codeeval.benchmarks.metrics import resolve_ks
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec
 from codeeval.core.errors import UsageError
+from codeeval.core.fingerprint import digest
 from codeeval.executors import SANDBOXES, Limits, SandboxSpec
 from codeeval.generation import BACKENDS, LOADS_WEIGHTS, BackendSpec, backend_class, model_source
 from codeeval.pipeline.config import RunConfig
@@ -100,6 +102,22 @@ def plan_task(config: RunConfig, name: str) -> TaskPlan:
         ks, left_out = resolve_ks(name, n_min, config.k, spec.default_ks)
     shards = shard_ranges(spec, problems, config.shard_size, counts, config.shard_programs)
     return TaskPlan(spec, problems, counts, ks, left_out, shards)
+
+
+_PLANNED: dict[tuple[str, str], TaskPlan] = {}  # (config digest, task) -> the pre-flight plan, taken once
+
+
+def plan_run(config: RunConfig) -> dict[str, TaskPlan]:
+    """Every task's plan, kept for this process's load stage (`planned`)."""
+    plans = {name: plan_task(config, name) for name in config.tasks}
+    _PLANNED.update({(digest(config.to_dict()), name): plan for name, plan in plans.items()})
+    return plans
+
+
+def planned(config: RunConfig, name: str) -> TaskPlan:
+    """The plan `plan_run` made for this very config in this process, once (a later run of the
+    same config reads its data again), else a new one."""
+    return _PLANNED.pop((digest(config.to_dict()), name), None) or plan_task(config, name)
 
 
 def load_problems(spec: TaskSpec, options: LoadOptions) -> list[Problem]:

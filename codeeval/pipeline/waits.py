@@ -1,4 +1,5 @@
-"""What a run waits for, said where a person looks: `<task>/waits/<stage>-shard-NNNNN.json`.
+"""What a run waits for, said where a person looks: `<task>/waits/<stage>-shard-NNNNN.json`
+(artifacts.RunLayout.wait_record).
 
 A shard that waits long for a repository's slot (codeeval/tasks/slots.py) leaves a record here
 (what it waits for, since when, who holds it, which process waits); taking the slot removes it.
@@ -17,10 +18,6 @@ from codeeval.core import artifacts
 from codeeval.core.processes import ProcessName
 
 
-def wait_path(root: Path, name: str, stage: str, shard: int) -> Path:
-    return artifacts.RunLayout(root).task_dir(name) / "waits" / f"{stage}-shard-{shard:05d}.json"
-
-
 def write(path: Path, *, run: str, limits: Sequence[str], what: str, since: float, waiter: ProcessName,
           holders: str) -> None:
     artifacts.write_json(path, {"run_name": run, "limits": list(limits), "waits_for": what,
@@ -32,10 +29,10 @@ def clear(path: Path) -> None:
     path.unlink(missing_ok=True)
 
 
-def report_lines(task_dir: Path) -> list[str]:
-    """One line per wait record of the task, for `codeeval inspect`."""
+def report_lines(folder: Path) -> list[str]:
+    """One line per wait record in a task's `folder` (RunLayout.waits), for `codeeval inspect`."""
     lines = []
-    for path in sorted((task_dir / "waits").glob("*.json")):
+    for path in sorted(folder.glob("*.json")):
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
             waiter = ProcessName(**record["waiter"])

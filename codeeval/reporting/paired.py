@@ -21,6 +21,8 @@ from typing import Iterable, Optional
 
 from codeeval.benchmarks.registry import get_task
 from codeeval.core import storage
+from codeeval.core.artifacts import RunLayout
+from codeeval.core.contracts import STAGES, ShardId
 from codeeval.core.errors import UsageError
 from codeeval.core.results import LeaderboardRow, RunResults
 from codeeval.pipeline import failures
@@ -55,8 +57,9 @@ class Paired:
 def keep_samples(out: Path, night: str, results: RunResults) -> str:
     """Tonight's copy of a finished run's files that a comparison reads; its path relative to `out`."""
     root, rel = Path(results.run_dir), Path(SAMPLES) / night / results.run_id
+    layout = RunLayout(root)
     for task, detail in results.tasks.items():
-        shards = [f"{folder}/shard-{i:05d}.parquet" for folder in ("generations", "executions")
+        shards = [layout.output(ShardId(task, stage, i)).relative_to(layout.task_dir(task)) for stage in STAGES
                   for i in range(detail.shards)]  # this run's shards only, not a stale one of a larger run
         for name in ["problems.parquet", "metrics.json", *shards]:
             _link(root / task / name, out / rel / task / name)

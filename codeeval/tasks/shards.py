@@ -1,8 +1,9 @@
 """Prefect tasks: thin wrappers that read Parquet, call library code, write Parquet.
 
-Each returns the path it wrote. The flow gives every call a cache key computed from
-the shard's inputs (`cache_key` parameter) and a run name like
-`generate-humaneval-shard-003`, so a re-run shows finished shards as Cached.
+Each returns the path it wrote. The flow gives every shard its `ShardId` (the run directory's
+RunLayout names its file and its run, `generate-humaneval-shard-003`) and a cache key computed
+from the shard's inputs (`cache_key` parameter, codeeval/pipeline/keys.py), so a re-run shows
+finished shards as Cached.
 """
 from __future__ import annotations
 
@@ -20,18 +21,19 @@ from prefect.states import Completed
 
 from codeeval.benchmarks.registry import get_task
 from codeeval.core import artifacts, memory, provenance, storage
-from codeeval.core.contracts import PlannedTask, TaskScore
+from codeeval.core.artifacts import RunLayout
+from codeeval.core.contracts import PlannedTask, ShardId, TaskScore
 from codeeval.core.fingerprint import digest, file_digest
 from codeeval.core.progress import progress_bar
 from codeeval.executors import SandboxSpec
 from codeeval.executors.pool import POOL
 from codeeval.generation import BackendSpec, open_backend
 from codeeval.generation.base import CallContext
-from codeeval.pipeline import failures, waits
+from codeeval.pipeline import failures
 from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.execute import execute_rows
 from codeeval.pipeline.generate import generate_rows
-from codeeval.pipeline.plan import plan_task
+from codeeval.pipeline.plan import planned
 from codeeval.pipeline.problems import fingerprint as problems_fingerprint
 from codeeval.pipeline.problems import problems_rows, read_problems
 from codeeval.pipeline.score import read_samples, score_samples
@@ -78,9 +80,14 @@ def content_key(parameters) -> str:
     return digest(parameters["cache_key"], file_digest(storage.fetch(Path(upstream))))
 
 
+def shard_file(run_dir: str, shard: ShardId) -> str:
+    """The shard's file in the run directory `run_dir`."""
+    return str(RunLayout(Path(run_dir)).output(shard))
+
+
 def _prefect_key(context, parameters) -> str:
     """Prefect's result cache holds the output's path: its key names the path too."""
-    return digest(content_key(parameters), parameters["out_path"])
+    return digest(content_key(parameters), shard_file(parameters["run_dir"], parameters["shard"]))
 
 
 SKIPPED = "Skipped"
@@ -108,22 +115,6 @@ def _skipped(upstream: list) -> "Completed | None":
     return Completed(name=SKIPPED, data=NotRun(why), message=f"not run: an upstream shard failed ({why})")
 
 
-def _run_root(out_path: str) -> Path:
-    """The run's directory of a shard file `<run>/<task>/<stage>s/shard-NNNNN.parquet`."""
-    return Path(out_path).parent.parent.parent
-
-
-def _shard_number(out_path: str) -> int:
-    return int(Path(out_path).stem.rsplit("-", 1)[1])
-
-
-def _run_name(name: str, stage: str, out_path: str) -> str:
-    """The task run's name as the flow gives it (`generate-humaneval-shard-003`)."""
-    from prefect.runtime import task_run
-
-    return task_run.name or f"{stage}-{name}-shard-{_shard_number(out_path):03d}"
-
-
 class _Forward(logging.Handler):
     """Warnings of codeeval's library loggers, logged in this thread, into the task run's log (the
     library below tasks/ knows nothing of Prefect; the UI shows them beside the shard)."""
@@ -149,18 +140,18 @@ def _to_run_log() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _reported(name: str, stage: str, out_path: str, run_id: str, samples, inputs: dict[str, str]) -> Iterator[None]:
+def _reported(shard: ShardId, run_dir: str, run_id: str, samples, inputs: dict[str, str]) -> Iterator[None]:
     """A raising shard leaves an error record beside the run's files (its root cause and the last
     warning logged before it) and a markdown artifact on its task run (the same text `codeeval
     inspect` prints); a success clears the record."""
-    path = failures.error_path(_run_root(out_path), name, stage, _shard_number(out_path))
+    path = RunLayout(Path(run_dir)).error_record(shard)
     with failures.decisive_log() as warnings, _to_run_log():
         try:
             yield
         except Exception as exc:
-            run_name = _run_name(name, stage, out_path)
-            record = failures.record_error(path, name=name, stage=stage, run_name=run_name, error=exc,
-                                           samples=samples(), parquet=out_path, inputs=inputs,
+            run_name = RunLayout.run_name(shard)
+            record = failures.record_error(path, name=shard.task, stage=shard.stage, run_name=run_name, error=exc,
+                                           samples=samples(), parquet=shard_file(run_dir, shard), inputs=inputs,
                                            log_line=warnings[-1] if warnings else None)
             create_markdown_artifact(failures.error_markdown(record),
                                      key=failures.artifact_key("failures", run_name, run_id),
@@ -171,8 +162,9 @@ def _reported(name: str, stage: str, out_path: str, run_id: str, samples, inputs
 
 @task(name="load")
 def load_problems(config: RunConfig, name: str, out_path: str) -> PlannedTask:
-    """Not cached: loading is cheap, and a changed data file must reach the shard keys."""
-    plan = plan_task(config, name)
+    """Not cached: loading is cheap, and a changed data file must reach the shard keys. The plan
+    is the CLI's pre-flight one when this process made it (pipeline/plan.py planned)."""
+    plan = planned(config, name)
     artifacts.write_table(Path(out_path), problems_rows(plan.problems, plan.counts),
                           artifacts.PROBLEMS_SCHEMA)
     get_run_logger().info("%s: %d problems, %d samples, %d shards", name, len(plan.problems),
@@ -184,67 +176,69 @@ def load_problems(config: RunConfig, name: str, out_path: str) -> PlannedTask:
 
 
 @task(name="generate", persist_result=True, cache_key_fn=_prefect_key, retry_condition_fn=retry_condition)
-def generate_shard(name: str, problems_path: str, start: int, stop: int, backend: BackendSpec,
-                   out_path: str, cache_key: str, run_id: str = "") -> str:
-    if kept := _kept(out_path, cache_key):
+def generate_shard(shard: ShardId, run_dir: str, problems_path: str, start: int, stop: int, backend: BackendSpec,
+                   cache_key: str, run_id: str = "") -> str:
+    out = shard_file(run_dir, shard)
+    if kept := _kept(out, cache_key):
         return kept
     problems, counts = read_problems(Path(problems_path))
-    shard = problems[start:stop]
+    mine = problems[start:stop]
 
     def samples():
-        return [(p.task_id, s) for p in shard for s in range(counts[p.task_id])]
+        return [(p.task_id, s) for p in mine for s in range(counts[p.task_id])]
 
-    with _reported(name, "generate", out_path, run_id, samples, {"problems": problems_path}):
-        task_spec = get_task(name)
-        total = sum(counts[p.task_id] for p in shard)
+    with _reported(shard, run_dir, run_id, samples, {"problems": problems_path}):
+        task_spec = get_task(shard.task)
+        total = sum(counts[p.task_id] for p in mine)
         # an API backend journals its answers under the storage (every run there shares them) and says
         # its timeouts and retries in this task run's log
         context = CallContext(journal=storage.root(), say=get_run_logger().warning)
-        with progress_bar(total, f"generate {name} {Path(out_path).stem}") as advance:
-            rows = generate_rows(task_spec, problems, shard, counts, open_backend(with_secrets(backend)), advance,
+        with progress_bar(total, f"generate {shard.task} {Path(out).stem}") as advance:
+            rows = generate_rows(task_spec, problems, mine, counts, open_backend(with_secrets(backend)), advance,
                                  context)
-        artifacts.write_table(Path(out_path), rows, artifacts.GENERATIONS_SCHEMA, key=cache_key,
+        artifacts.write_table(Path(out), rows, artifacts.GENERATIONS_SCHEMA, key=cache_key,
                               usage=context.usage or None)
-    return out_path
+    return out
 
 
 @task(name="execute", persist_result=True, cache_key_fn=_prefect_key,
       retry_condition_fn=retry_condition)
-def execute_shard(name: str, problems_path: str, generations_path: str, sandbox: SandboxSpec,
-                  out_path: str, cache_key: str, run_id: str = "") -> str:
+def execute_shard(shard: ShardId, run_dir: str, problems_path: str, generations_path: str, sandbox: SandboxSpec,
+                  cache_key: str, run_id: str = "") -> str:
     if skipped := _skipped([generations_path]):
         return skipped
     key = content_key({"cache_key": cache_key, "generations_path": generations_path})
-    if kept := _kept(out_path, key):
+    out = shard_file(run_dir, shard)
+    if kept := _kept(out, key):
         return kept
     generations = artifacts.read_rows(Path(generations_path))
 
     def samples():
         return [(g["task_id"], g["sample"]) for g in generations]
 
-    with _reported(name, "execute", out_path, run_id, samples, {"generations": generations_path}):
-        task_spec = get_task(name)
+    with _reported(shard, run_dir, run_id, samples, {"generations": generations_path}):
+        task_spec = get_task(shard.task)
         problems, _ = read_problems(Path(problems_path))
         box = POOL.get(replace(sandbox, runtime=task_spec.execution.runtime))  # the task's image
         mine = {g["task_id"] for g in generations}
-        wait_record = waits.wait_path(_run_root(out_path), name, "execute", _shard_number(out_path))
+        wait_record = RunLayout(Path(run_dir)).wait_record(shard)
         with slots.held(task_spec.execution.lock_keys([p for p in problems if p.task_id in mine]),
-                        run=_run_name(name, "execute", out_path), wait_record=wait_record), \
-                progress_bar(len(generations), f"execute {name} {Path(out_path).stem}") as advance:
+                        run=RunLayout.run_name(shard), wait_record=wait_record), \
+                progress_bar(len(generations), f"execute {shard.task} {Path(out).stem}") as advance:
             rows = execute_rows(task_spec, problems, generations, box, advance)
-        artifacts.write_table(Path(out_path), rows, artifacts.EXECUTIONS_SCHEMA, key=key)
-    _report_failures(name, out_path, run_id, rows)
-    return out_path
+        artifacts.write_table(Path(out), rows, artifacts.EXECUTIONS_SCHEMA, key=key)
+    _report_failures(shard, out, run_id, rows)
+    return out
 
 
-def _report_failures(name: str, out_path: str, run_id: str, rows: list[dict]) -> None:
+def _report_failures(shard: ShardId, out: str, run_id: str, rows: list[dict]) -> None:
     """A markdown artifact in the Prefect UI listing failing samples with their stderr tails."""
-    shard = Path(out_path).stem
+    file = Path(out).stem
     statuses = Counter(r["status"] for r in rows)
-    get_run_logger().info("%s %s: %s", name, shard, ", ".join(f"{k}={v}" for k, v in sorted(statuses.items())))
-    text = failures.samples_markdown(name, shard, rows, out_path)
+    get_run_logger().info("%s %s: %s", shard.task, file, ", ".join(f"{k}={v}" for k, v in sorted(statuses.items())))
+    text = failures.samples_markdown(shard.task, file, rows, out)
     if text:
-        run_name = _run_name(name, "execute", out_path)
+        run_name = RunLayout.run_name(shard)
         create_markdown_artifact(text, key=failures.artifact_key("failures", run_name, run_id),
                                  description=f"failing samples of {run_name}")
 

@@ -1,0 +1,106 @@
+"""Where the evaluate flow's shards run: `InProcess` (Prefect tasks of this flow run) or `OnWorkPools`
+(a flow run per shard on the gpu / cpu work pools, codeeval/flows/stages.py). Both take a shard's
+`ShardId` and its cache key and return the future of its file; the flow does not know which runs.
+
+In this process, generation shards are dealt round-robin over the visible devices (one model per
+device) and run one after another on each; execution shards run one after another (one sandbox
+pool), except a task whose execution serializes itself (`Execution.concurrent_shards`: repo-level,
+one lock per repository), in one lane per worker. The chains overlap: shard i executes while shard
+i+1 generates. On work pools each pool bounds its own concurrency: nothing is chained.
+"""
+from __future__ import annotations
+
+import os
+
+from prefect import allow_failure, get_run_logger
+
+from codeeval.benchmarks.registry import get_task
+from codeeval.core.artifacts import RunLayout
+from codeeval.core.contracts import PlannedTask, ShardId
+from codeeval.flows.stages import EXECUTE, generation_deployment, remote_shard, use_deployments
+from codeeval.generation import devices
+from codeeval.pipeline.config import RunConfig
+from codeeval.pipeline.plan import backend_spec, sandbox_spec
+from codeeval.tasks.shards import execute_shard, generate_shard, stale
+
+
+class ShardLauncher:
+    """Submits a run's shards; `backend` and `sandbox` are what the keys of its shards name."""
+
+    def __init__(self, config: RunConfig, layout: RunLayout):
+        self.config, self.layout = config, layout
+        self.backend, self.sandbox = backend_spec(config), sandbox_spec(config)
+        # infrastructure errors only (tasks/retries.py; on work pools: a crashed shard run,
+        # stages.crashed); a failing model is never retried
+        self.retries = {"retries": config.infra_retries, "retry_delay_seconds": config.retry_delay_s}
+
+    def generate(self, shard: ShardId, plan: PlannedTask, start: int, stop: int, key: str):
+        raise NotImplementedError
+
+    def execute(self, shard: ShardId, plan: PlannedTask, generated, key: str):
+        """`generated`: the future of the shard's generations, which may have failed (allow_failure:
+        the execution then ends Skipped, under its own name)."""
+        raise NotImplementedError
+
+
+def launcher(config: RunConfig, layout: RunLayout) -> ShardLauncher:
+    return OnWorkPools(config, layout) if use_deployments(config.stages) else InProcess(config, layout)
+
+
+def _after(previous) -> list:
+    return [allow_failure(previous)] if previous is not None else []
+
+
+class InProcess(ShardLauncher):
+    def __init__(self, config: RunConfig, layout: RunLayout):
+        super().__init__(config, layout)
+        self.devices = devices.plan(self.backend)  # one spec per visible device (data parallel), or [backend]
+        self.last_gen: list = [None] * len(self.devices)  # one chain of generation shards per device
+        self.task, self.lanes = None, [[]]  # the current task's execution lanes: the futures each waits for
+
+    def generate(self, shard: ShardId, plan: PlannedTask, start: int, stop: int, key: str):
+        d, path = shard.index % len(self.devices), self.layout.output(shard)
+        self.last_gen[d] = generate_shard.with_options(
+            task_run_name=RunLayout.run_name(shard), refresh_cache=stale(str(path)), **self.retries,
+        ).submit(shard, str(self.layout.root), plan.problems_path, start, stop, self.devices[d], key,
+                 self.config.run_id, wait_for=_after(self.last_gen[d]))
+        return self.last_gen[d]
+
+    def execute(self, shard: ShardId, plan: PlannedTask, generated, key: str):
+        if shard.task != self.task:  # a task's shards wait for the last execution shards of the task before
+            last = list({id(f): f for lane in self.lanes for f in lane}.values())
+            self.task, self.lanes = shard.task, [list(last) for _ in range(self._lanes(shard.task))]
+        lane, path = shard.index % len(self.lanes), self.layout.output(shard)
+        future = execute_shard.with_options(
+            task_run_name=RunLayout.run_name(shard), refresh_cache=stale(str(path)), **self.retries,
+        ).submit(shard, str(self.layout.root), plan.problems_path, allow_failure(generated), self.sandbox, key,
+                 self.config.run_id, wait_for=[allow_failure(f) for f in self.lanes[lane]])
+        self.lanes[lane] = [future]
+        return future
+
+    def _lanes(self, name: str) -> int:
+        """How many of a task's execution shards may run at once: one (a chain), or one per worker
+        for an execution that serializes itself (repo-level: a lock per repository)."""
+        execution = get_task(name).execution
+        if execution is None or not execution.concurrent_shards:
+            return 1
+        return max(1, self.config.n_workers or os.cpu_count() or 1)
+
+
+class OnWorkPools(ShardLauncher):
+    def __init__(self, config: RunConfig, layout: RunLayout):
+        super().__init__(config, layout)
+        self.deployment = generation_deployment(self.backend.kind)  # each gpu host picks its own device
+        get_run_logger().info("shards run on work pools through the %s and %s deployments", self.deployment, EXECUTE)
+        self.common = {"run_dir": str(layout.root), "infra_retries": config.infra_retries,
+                       "retry_delay_s": config.retry_delay_s, "run_id": config.run_id}
+
+    def generate(self, shard: ShardId, plan: PlannedTask, start: int, stop: int, key: str):
+        return remote_shard.with_options(task_run_name=RunLayout.run_name(shard), **self.retries).submit(
+            self.deployment, shard, dict(problems_path=plan.problems_path, start=start, stop=stop,
+                                         backend=self.backend, cache_key=key, **self.common), key)
+
+    def execute(self, shard: ShardId, plan: PlannedTask, generated, key: str):
+        return remote_shard.with_options(task_run_name=RunLayout.run_name(shard), **self.retries).submit(
+            EXECUTE, shard, dict(problems_path=plan.problems_path, sandbox=self.sandbox, cache_key=key,
+                                 **self.common), key, allow_failure(generated))
