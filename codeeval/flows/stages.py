@@ -38,11 +38,13 @@ explain_failures()  # this file is what a worker loads for a shard run
 
 class StageFailed(Explained):
     """A shard's flow run on its work pool did not complete (its own run page says why; the
-    evaluate run links to it by `flow_run_id`)."""
+    evaluate run links to it by `flow_run_id`). Its text names the shard only: the shard task's
+    "Finished in state Failed(...)" line in the evaluate run's log, where the run's end states the
+    `cause` (that run's state message) once, for every shard (flows/logs.py)."""
 
-    def __init__(self, message: str, flow_run_id: str = ""):
-        super().__init__(message, flow_run_id)
-        self.flow_run_id = flow_run_id
+    def __init__(self, message: str, flow_run_id: str = "", cause: str = ""):
+        super().__init__(message, flow_run_id, cause)
+        self.flow_run_id, self.cause = flow_run_id, cause
 
     def __str__(self) -> str:
         return str(self.args[0])
@@ -121,8 +123,8 @@ def remote_shard(deployment: str, shard: ShardId, parameters: dict, key: str, af
         why = run.state.message or "its process died"
         raise StageCrashed(f"{run_name} on pool {run.work_pool_name} crashed: {why}", str(run.id))
     if not run.state.is_completed():
-        raise StageFailed(f"{run_name} on pool {run.work_pool_name}: {run.state.message or run.state.name}",
-                          str(run.id))
+        raise StageFailed(f"{run_name} failed on pool {run.work_pool_name}", str(run.id),
+                          run.state.message or run.state.name)
     return out_path
 
 

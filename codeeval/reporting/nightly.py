@@ -171,6 +171,23 @@ def failure_cause(error: BaseException) -> str:
     return failures.root_cause(error)
 
 
+def scores_text(models: Sequence[str], rows: Sequence[LeaderboardRow], failed: dict[str, str]) -> str:
+    """Tonight's primary score of every model and task, or the model's whole cause: how a night's
+    log (`--watch`) ends, so that nobody needs the page to know how the night went."""
+    lines = []
+    for model in models:
+        if model in failed:
+            lines += [f"{model}: failed", *(f"  {line}" for line in failed[model].splitlines())]
+            continue
+        lines.append(model)
+        for r in rows:
+            if r.model == model and r.primary:
+                stderr = f" ± {r.stderr:.4f}" if r.stderr is not None else ""
+                lines.append(f"  {r.task:<22} {r.metric} = {_num(r.value)}{stderr} ({r.problems} problems)")
+    return "
+".join(lines)
+
+
 def failed_rows(previous: list[LeaderboardRow], model: str, tasks: list[str], cause: str,
                 date: str) -> list[LeaderboardRow]:
     """A failed model's rows: its previous ones (their date says how old) with tonight's cause; a

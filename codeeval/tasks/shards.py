@@ -111,8 +111,8 @@ def _skipped(upstream: list) -> "Completed | None":
     first = errors[0]
     why = first.why if isinstance(first, NotRun) else (
         failures.root_cause(first) if isinstance(first, BaseException) else str(first))
-    get_run_logger().warning("not run: %d upstream shard(s) did not finish (%s)", len(errors), why)
-    return Completed(name=SKIPPED, data=NotRun(why), message=f"not run: an upstream shard failed ({why})")
+    # the message leaves the cause out: the run states it once, at its end (flows/logs.py)
+    return Completed(name=SKIPPED, data=NotRun(why), message="not run: an upstream shard failed")
 
 
 class _Forward(logging.Handler):
