@@ -104,7 +104,8 @@ def _evaluate(config: RunConfig) -> RunResults:
     for partial in files.sweep_partial(layout.root):
         log.info("removed %s, left half-written by a killed run", partial)
     version = code_version()
-    loads = {name: load_problems.with_options(task_run_name=f"load-{name}").submit(config, name, str(layout.problems(name)))
+    loads = {name: load_problems.with_options(name=f"load-{name}", task_run_name=f"load-{name}").submit(
+        config, name, str(layout.problems(name)))
              for name in config.tasks}
     # every task's input errors before any shard starts: a shard in flight (waiting for a worker
     # of its pool) must not outlive a run that has already failed
@@ -124,7 +125,7 @@ def _evaluate(config: RunConfig) -> RunResults:
                 execs[name].append(future := launch.execute(shard, plan, gen, keys.execute))
                 runs.append(_Run(name, artifacts.RunLayout.run_name(shard), future, shard))
         if not config.generation_only:
-            scores[name] = score_task.with_options(task_run_name=f"score-{name}").submit(
+            scores[name] = score_task.with_options(name=f"score-{name}", task_run_name=f"score-{name}").submit(
                 name, plan.problems_path, list(map(allow_failure, gens[name])), list(map(allow_failure, execs[name])),
                 plan.ks, plan.ks_left_out, str(layout.metrics(name)))
             runs.append(_Run(name, f"score-{name}", scores[name]))

@@ -73,7 +73,7 @@ def nightly_leaderboard(models_file: str, output_dir: Optional[str] = None, runs
         reused[config.model] = {task: reuse_json(detail.reused) for task, detail in results.tasks.items()}
 
     delta = nightly.changes(previous, rows)
-    previous_date = max((r.date for r in previous), default=None)
+    previous_date = nightly.previous_night(out, previous)
     comparisons = paired.compare_nights(out, rows, previous, failed)
     nightly.write_leaderboard(board, rows)
     nightly.write_leaderboard(snapshot, rows)

@@ -33,6 +33,7 @@ from codeeval.core.results import LEADERBOARD_SCHEMA, LeaderboardRow, RunResults
 from codeeval.generation.base import GenerationArgs
 from codeeval.pipeline import failures
 from codeeval.pipeline.config import RunConfig
+from codeeval.reporting.charts import short_night
 from codeeval.reporting.paired import Paired, flips_markdown
 
 BOARD = "leaderboard"  # the leaderboard's folder when none is given: under the storage (core/storage.py shared)
@@ -218,6 +219,15 @@ def history_path(out: Path, night: str) -> Path:
         n += 1
         path = out / HISTORY / f"leaderboard-{night}_{n}.parquet"  # sorts after the first
     return path
+
+
+def previous_night(out: Path, previous: list[LeaderboardRow]) -> Optional[str]:
+    """The night the changes are since, as "2026-11-26 02:00 UTC": its history file's time (two
+    nights of one date are told apart), else the newest date of the previous leaderboard."""
+    snapshots = sorted((out / HISTORY).glob("leaderboard-*.parquet"))
+    if snapshots:
+        return f"{short_night(night_of(snapshots[-1]))} UTC"
+    return max((r.date for r in previous), default=None)
 
 
 def read_history(out: Path) -> list[tuple[str, list[LeaderboardRow]]]:

@@ -104,7 +104,9 @@ def _skipped(upstream: list) -> "Completed | None":
     holding a NotRun. The flow passes its upstream futures with allow_failure, so that this run
     starts, takes its own name in the UI and ends, instead of staying Pending under a hash name;
     Completed, because nothing failed here: Prefect logs every other final state as an ERROR,
-    and the run's counts would show the one failure once per shard that waited on it."""
+    and the run's counts would show the one failure once per shard that waited on it. (Not
+    Cancelled, the state Prefect has for work that did not run: a task that waits on a Cancelled
+    one, even through allow_failure, ends NotReady, "did not reach a 'COMPLETED' state".)"""
     errors = [u for u in upstream if not isinstance(u, (str, TaskScore))]
     if not errors:
         return None
