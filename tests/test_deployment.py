@@ -135,6 +135,13 @@ def test_evaluate_deployment_runs_shards_on_pools_and_explains_a_failure(server,
     flat = " ".join(result.stdout.split())
     assert "1 shards failed" in flat and f"generate-humaneval-shard-000: {cause}" in flat, result.stdout[-3000:]
     assert "sentencepiece or tiktoken installed" in flat and "model of type `no-such-architecture`" in flat
+    # read once: the cause stated once, then one line naming the failed shard; no line that reads as a crash
+    assert result.stdout.count("Couldn't instantiate the backend tokenizer") == 1, result.stdout
+    assert "unexpected exception" not in result.stdout and "Traceback" not in result.stdout
+    lines = result.stdout.rstrip().splitlines()
+    assert lines[-1] == "Flow run finished in state 'Failed'.", lines[-3:]
+    assert lines[-2].endswith("Finished in state Failed: 1 shard failed: generate-humaneval-shard-000; not run, "
+                              "waiting on it: execute-humaneval-shard-000, score-humaneval"), lines[-3:]
     (parent,) = srv.flow_runs(name={"like_": "broken-model-humaneval-"})
     assert parent["state_type"] == "FAILED"
     tasks = {t["name"]: t for t in srv.api("/task_runs/filter", {"flow_runs": {"id": {"any_": [parent["id"]]}}})}
@@ -171,8 +178,9 @@ def test_the_nightly_schedule_fires_and_a_worker_completes_it_with_nobody_watchi
     spec.write_text(text.replace('cron: "0 2 * * *"', f'cron: "{due.minute} {due.hour} * * *"')
                     .replace("models_file: models.yaml", "models_file: tonight.yaml"))
     (srv.project / "tonight.yaml").write_text(
-        f"models:\n  - {{model: reference, tasks: [humaneval, mbpp], limit: 3, executor: local, "
-        f"allow_code_execution: true, data_dir: {data_dir}}}\n")
+        f"defaults: {{limit: 3, executor: local, allow_code_execution: true, data_dir: {data_dir}}}\n"
+        "models:\n  - {model: reference, tasks: [humaneval, mbpp]}\n"
+        "  - {model: replayed-example, load_generations_path: examples/replayed-humaneval.json, tasks: [humaneval]}\n")
     srv.deploy()
     for pool in ("gpu", "cpu"):  # the nightly's evaluate runs put their shards on the pools too
         srv.start("worker", "start", "--pool", pool, log=f"worker-{pool}.log")
@@ -192,15 +200,17 @@ def test_the_nightly_schedule_fires_and_a_worker_completes_it_with_nobody_watchi
     assert run["auto_scheduled"] and run["created_by"]["type"] == "SCHEDULE"  # the scheduler made it, nobody asked
     assert dt.datetime.fromisoformat(run["expected_start_time"].replace("Z", "+00:00")) == due
     assert run["work_pool_name"] == "cpu" and run["name"].startswith("nightly-tonight-")
-    (shard,) = srv.flow_runs(name={"any_": ["generate-mbpp-shard-000"]})
-    assert shard["work_pool_name"] == "cpu" and shard["state_type"] == "COMPLETED"  # the reference: no weights
+    shards = srv.flow_runs(name={"like_": "generate-"})  # backends that load no weights: the cpu pool
+    assert sorted(r["parameters"]["backend"]["kind"] for r in shards) == ["reference", "reference", "replay"]
+    assert {(r["work_pool_name"], r["state_type"]) for r in shards} == {("cpu", "COMPLETED")}, shards
     board = srv.tmp / "leaderboard"  # a deployment's relative output paths are under the worker's storage
     assert (board / "index.html").is_file() and (board / "leaderboard.parquet").is_file()
     import pyarrow.parquet as pq
 
     rows = pq.read_table(board / "leaderboard.parquet").to_pylist()
-    primary = {(r["task"], r["metric"]): r["value"] for r in rows if r["primary"]}
-    assert primary == {("humaneval", "pass@1"): 1.0, ("mbpp", "pass@1"): 1.0}
+    primary = {(r["model"], r["task"], r["metric"]): r["value"] for r in rows if r["primary"]}
+    assert primary == {("reference", "humaneval", "pass@1"): 1.0, ("reference", "mbpp", "pass@1"): 1.0,
+                       ("replayed-example", "humaneval", "pass@1"): 1.0}  # its first 3 programs are right
 
 
 def _inspect(srv: Server, run_id: str, store: str, home: str) -> subprocess.CompletedProcess:
@@ -331,6 +341,14 @@ def test_the_laptop_path_of_the_deployment_docs_runs_as_written(tmp_path):
         except ProcessLookupError:
             pass
     assert code == 0 and "Flow run finished successfully" in out, out[-4000:]
+    # the night's --watch ends with every model's scores, then Prefect's own two lines
+    tail = out[out.rindex("tonight's scores:"):]
+    for model, score in (("reference", r"1\.0000"), (".cache/models/SmolLM2-135M-Instruct", r"\d\.\d{4}"),
+                         ("replayed-example", r"0\.6000")):
+        assert re.search(rf"^\s*{re.escape(model)}\n\s*humaneval\s+pass@1 = {score} ± \d\.\d{{4}} \(5 problems\)$",
+                         tail, re.M), tail
+    after = [ln for ln in tail.splitlines()[1:] if ln.startswith(("▪", "●"))]  # the watch; workers log here too
+    assert after and all("Completed" in ln for ln in after), tail
     board = project / "runs" / "leaderboard"  # the worker's storage: runs/ in its directory
     html = (board / "index.html").read_text()
     for model in ("reference", "SmolLM2-135M-Instruct", "replayed-example"):
