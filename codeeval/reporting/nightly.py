@@ -185,8 +185,7 @@ def scores_text(models: Sequence[str], rows: Sequence[LeaderboardRow], failed: d
             if r.model == model and r.primary:
                 stderr = f" ± {r.stderr:.4f}" if r.stderr is not None else ""
                 lines.append(f"  {r.task:<22} {r.metric} = {_num(r.value)}{stderr} ({r.problems} problems)")
-    return "
-".join(lines)
+    return "\n".join(lines)
 
 
 def failed_rows(previous: list[LeaderboardRow], model: str, tasks: list[str], cause: str,
