@@ -135,6 +135,13 @@ def test_evaluate_deployment_runs_shards_on_pools_and_explains_a_failure(server,
     flat = " ".join(result.stdout.split())
     assert "1 shards failed" in flat and f"generate-humaneval-shard-000: {cause}" in flat, result.stdout[-3000:]
     assert "sentencepiece or tiktoken installed" in flat and "model of type `no-such-architecture`" in flat
+    # read once: the cause stated once, then one line naming the failed shard; no line that reads as a crash
+    assert result.stdout.count("Couldn't instantiate the backend tokenizer") == 1, result.stdout
+    assert "unexpected exception" not in result.stdout and "Traceback" not in result.stdout
+    lines = result.stdout.rstrip().splitlines()
+    assert lines[-1] == "Flow run finished in state 'Failed'.", lines[-3:]
+    assert lines[-2].endswith("Finished in state Failed: 1 shard failed: generate-humaneval-shard-000; not run, "
+                              "waiting on it: execute-humaneval-shard-000, score-humaneval"), lines[-3:]
     (parent,) = srv.flow_runs(name={"like_": "broken-model-humaneval-"})
     assert parent["state_type"] == "FAILED"
     tasks = {t["name"]: t for t in srv.api("/task_runs/filter", {"flow_runs": {"id": {"any_": [parent["id"]]}}})}
@@ -323,6 +330,12 @@ def test_the_laptop_path_of_the_deployment_docs_runs_as_written(tmp_path):
     try:
         code = proc.wait(timeout=1200)
         out = log.read_text()  # before the server goes: the workers then log its absence
+        srv = Server(env={**env, "PREFECT_API_URL": f"http://127.0.0.1:{port}/api"}, tmp=tmp_path, project=project,
+                     database="sqlite")
+        if code == 0:
+            srv.authorize()
+            shards = {r["parameters"]["backend"]["kind"]: r["work_pool_name"]
+                      for r in srv.flow_runs(name={"any_": ["generate-humaneval-shard-000"]})}
     finally:
         os.killpg(proc.pid, 15)  # the server and the workers the commands left in the background
         time.sleep(STOP_S)
@@ -331,6 +344,16 @@ def test_the_laptop_path_of_the_deployment_docs_runs_as_written(tmp_path):
         except ProcessLookupError:
             pass
     assert code == 0 and "Flow run finished successfully" in out, out[-4000:]
+    # weights on the gpu pool; the saved generations and the reference on the cpu pool (no gpu worker held)
+    assert shards == {"transformers": "gpu", "replay": "cpu", "reference": "cpu"}, shards
+    # the night's --watch ends with every model's scores, then Prefect's own two lines
+    tail = out[out.rindex("tonight's scores:"):]
+    flat = " ".join(tail.split())  # the watch wraps its lines at the terminal's width
+    for model, score in (("reference", r"1\.0000"), (".cache/models/SmolLM2-135M-Instruct", r"\d\.\d{4}"),
+                         ("replayed-example", r"0\.6000")):
+        assert re.search(rf"{re.escape(model)} humaneval pass@1 = {score} ± \d\.\d{{4}} \(5 problems\)", flat), tail
+    after = [ln for ln in tail.splitlines()[1:] if ln.startswith(("▪", "●"))]  # the watch; workers log here too
+    assert after and all("Completed" in ln for ln in after), tail
     board = project / "runs" / "leaderboard"  # the worker's storage: runs/ in its directory
     html = (board / "index.html").read_text()
     for model in ("reference", "SmolLM2-135M-Instruct", "replayed-example"):

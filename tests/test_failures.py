@@ -106,7 +106,9 @@ def test_a_model_that_fails_to_load_fails_its_shards_once_and_the_ui_shows_why(p
     assert "ValueError" in text and "```" in text  # the model loader's own error, its traceback tail
 
     report = inspect_output(capsys, out)
-    assert "## humaneval: 0 generation and 0 execution shards written, 2 failed shards" in report
+    # the samples it lists with status error are counted as such
+    assert ("## humaneval: 0 generation and 0 execution shards written, 2 failed shards (3 samples, status error), "
+            "0 failing samples in the shards written, not scored") in report
     assert "#" + text in report  # the artifact's text, one heading level down
 
 
@@ -153,7 +155,7 @@ def test_failing_samples_are_listed_with_their_parquet_file(prefect_api, data_di
     assert "| HumanEval/1 | 0 | failed | " in artifact.data and "RuntimeError: boom" in artifact.data
     assert "ZeroDivisionError" in artifact.data
     report = inspect_output(capsys, out)
-    assert "3 failing samples, scored" in report and "#" + artifact.data in report
+    assert "3 failing samples in the shards written, scored" in report and "#" + artifact.data in report
 
 
 def test_inspect_of_a_missing_run_is_one_line(tmp_path, capsys):

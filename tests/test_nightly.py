@@ -178,7 +178,10 @@ def test_a_failed_model_is_on_the_leaderboard_with_its_whole_root_cause(nights):
         flat = " ".join(text.split())
         assert f"{broken}" in flat and CAUSE in flat, text
         assert "sentencepiece or tiktoken installed" in flat and "no-such-architecture" in flat, text
-    assert message.startswith("1 of 4 models failed:")
+    assert message.startswith(f"1 of 4 models failed: {broken}; tonight's scores:\n")
+    # the night's log ends with it (--watch): every model's scores, or its cause
+    assert re.search(r"^weak-model\n  humaneval +pass@1 = 0\.5000 ± 0\.\d{4} \(4 problems\)$", message, re.M), message
+    assert re.search(f"^{re.escape(broken)}: failed\n  \\d+ shards failed \\(", message, re.M), message
     assert "| weak-model | humaneval | pass@1 | 0.2500 | 0.5000 | +0.2500 |" in changes
     cells = latest_artifact("leaderboard").data
     cells = json.loads(cells) if isinstance(cells, str) else cells
@@ -195,7 +198,8 @@ def test_the_changes_list_the_problems_that_flipped_since_the_previous_night(nig
     previous night's copy (samples/) still holds what it was; HumanEval/3 went pass -> fail, /0 and
     /1 fail -> pass, as the Parquet rows of both nights say."""
     tmp, *_, changes = nights
-    assert "## Problems that flipped since " in changes
+    # since the previous night's UTC time, not its date alone: two nights may share a date (these three do)
+    assert re.search(r"## Problems that flipped since \d{4}-\d\d-\d\d \d\d:\d\d UTC\n", changes), changes
     assert "| weak-model | humaneval | HumanEval/3 | HumanEval/0, HumanEval/1 |" in changes
     assert "| reference | humaneval | none | none |" in changes and "| reference | mbpp | none | none |" in changes
     history = [pq.read_table(p).to_pylist() for p in sorted((tmp / "board" / "history").glob("*.parquet"))]
@@ -277,6 +281,8 @@ def test_the_leaderboard_page_in_headless_chromium(nights, tmp_path):
     assert re.findall(r'data-problem="([^"]+)"', down) == ["HumanEval/3"]
     assert re.findall(r'data-problem="([^"]+)"', up) == ["HumanEval/0", "HumanEval/1"]
     assert_links_hold(board.parent, down, "HumanEval/3", before=True, tonight=False)
+    reference = flips[flips.index('<tr data-model="reference" data-task="humaneval"'):]
+    assert reference[:reference.index("</tr>")].count("<td>none</td>") == 2  # no flips: no colour
 
     trends = re.findall(r'<div class="chart trend" data-task="([^"]+)" data-nights="(\d+)">', dom)
     assert trends == [("humaneval", "3"), ("mbpp", "3")]

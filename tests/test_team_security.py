@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -219,7 +220,9 @@ def test_every_forbidden_request_is_refused_before_anything_runs(team):
     print("--watch:", *lines[:2], sep="\n")
     # one line each, no traceback: the exception that ended the run, and the state it ended in
     assert watched.returncode == 1 and len(lines) <= 2 and "Traceback" not in out, out[-3000:]
-    assert "Encountered exception during execution: RunRefused(" in lines[0], lines
+    assert "RunRefused: refused by the worker on" in lines[0] and "unexpected exception" not in out, lines
+    assert lines[-1].endswith("Finished in state Failed: refused by the worker on " + socket.gethostname()
+                              + " before anything ran"), lines
     pids = {int(str(r["infrastructure_pid"]).rsplit(":", 1)[-1]) for r in runs.values() if r.get("infrastructure_pid")}
     assert pids, "the runs' processes are not known"
     assert started_containers(started, finished, pids) == [], "a refused run started a container"

@@ -27,7 +27,16 @@ class UsageError(Exception):
 
 
 class RunFailed(Explained):
-    """Some task runs failed; Prefect logged why, and a re-run retries only those."""
+    """Some task runs failed; the message says why (every root cause), and a re-run retries only
+    those. `headline` is one line naming what failed (the shards, the models): the last line a
+    flow run's log ends with (codeeval/flows/logs.py), the causes being stated once above it."""
+
+    def __init__(self, message: str = "", headline: str | None = None):
+        super().__init__(message)
+        self.headline = headline
+
+    def __reduce__(self):  # pickled with its headline (a task's or a subflow's persisted result)
+        return type(self), (str(self), self.headline)
 
 
 def no_space(error: BaseException | str) -> bool:

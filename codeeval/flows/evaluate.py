@@ -32,7 +32,8 @@ from codeeval.pipeline.keys import shard_keys
 from codeeval.pipeline.plan import check
 from codeeval.pipeline.policy import config_request
 from codeeval.pipeline.publish import publish, shard_writers
-from codeeval.reporting.summary import ShardFailure, failure_message, results_table, summary_line, summary_markdown
+from codeeval.reporting.summary import (ShardFailure, failure_headline, failure_message, results_table, summary_line,
+                                        summary_markdown)
 from codeeval.tasks.shards import KEPT, SKIPPED, load_problems, score_task
 
 explain_failures()
@@ -76,7 +77,8 @@ def _shard_failure(layout: artifacts.RunLayout, run: _Run) -> ShardFailure:
     record_path = storage.fetch(layout.error_record(run.shard)) if run.shard is not None else None
     record = json.loads(record_path.read_text(encoding="utf-8")) if record_path is not None and record_path.exists() \
         else {}
-    cause = record.get("error") or (failures.root_cause(error) if isinstance(error, BaseException)
+    cause = record.get("error") or (error.cause if isinstance(error, StageFailed) and error.cause else
+                                    failures.root_cause(error) if isinstance(error, BaseException)
                                     else (state.message or state.name))
     link = run_link("flow-run", error.flow_run_id) if isinstance(error, StageFailed) and error.flow_run_id \
         else run_link("task-run", str(run.future.task_run_id))
@@ -102,7 +104,8 @@ def _evaluate(config: RunConfig) -> RunResults:
     for partial in files.sweep_partial(layout.root):
         log.info("removed %s, left half-written by a killed run", partial)
     version = code_version()
-    loads = {name: load_problems.with_options(task_run_name=f"load-{name}").submit(config, name, str(layout.problems(name)))
+    loads = {name: load_problems.with_options(name=f"load-{name}", task_run_name=f"load-{name}").submit(
+        config, name, str(layout.problems(name)))
              for name in config.tasks}
     # every task's input errors before any shard starts: a shard in flight (waiting for a worker
     # of its pool) must not outlive a run that has already failed
@@ -122,7 +125,7 @@ def _evaluate(config: RunConfig) -> RunResults:
                 execs[name].append(future := launch.execute(shard, plan, gen, keys.execute))
                 runs.append(_Run(name, artifacts.RunLayout.run_name(shard), future, shard))
         if not config.generation_only:
-            scores[name] = score_task.with_options(task_run_name=f"score-{name}").submit(
+            scores[name] = score_task.with_options(name=f"score-{name}", task_run_name=f"score-{name}").submit(
                 name, plan.problems_path, list(map(allow_failure, gens[name])), list(map(allow_failure, execs[name])),
                 plan.ks, plan.ks_left_out, str(layout.metrics(name)))
             runs.append(_Run(name, f"score-{name}", scores[name]))
@@ -157,8 +160,6 @@ def _outcome(config: RunConfig, layout: artifacts.RunLayout, plans: dict[str, Pl
                          versions),
         key=failures.artifact_key("summary", config.run_id),
         description=summary_line(scored, failed))
-    if failed or skipped:
-        message = failure_message(str(layout.root), failed, skipped)
-        get_run_logger().error("%s", message)
-        raise RunFailed(message)
+    if failed or skipped:  # the causes once, in the line Prefect logs for the exception (flows/logs.py)
+        raise RunFailed(failure_message(str(layout.root), failed, skipped), failure_headline(failed, skipped))
     return scored, workers

@@ -41,7 +41,7 @@ def enforce(policy: "WorkerPolicy | None", request: Request, artifact: str) -> N
     line = refusal_line(refusals, socket.gethostname())
     create_markdown_artifact(f"# Refused\n\n**{_markdown_text(line)}**\n",
                              key=failures.artifact_key("summary", artifact), description=line[:500])
-    raise RunRefused(line)
+    raise RunRefused(line, line.split(": ", 1)[0])  # the headline: the run's last line (flows/logs.py)
 
 
 def _markdown_text(text: str) -> str:

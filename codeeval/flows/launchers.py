@@ -24,6 +24,15 @@ from codeeval.pipeline.plan import backend_spec, sandbox_spec
 from codeeval.tasks.shards import execute_shard, generate_shard, stale
 
 
+
+def _named(shard: ShardId) -> dict:
+    """A shard's task run options that name it as the shard from the start: Prefect names a task run
+    `<task name>-<3 random characters>` when it creates it (Pending, waiting on its upstream) and
+    gives it `task_run_name` only once it starts, so a run graph full of `shard-341` becomes
+    `generate-humaneval-shard-003-341` from the start."""
+    name = RunLayout.run_name(shard)
+    return {"name": name, "task_run_name": name}
+
 class ShardLauncher:
     """Submits a run's shards; `backend` and `sandbox` are what the keys of its shards name."""
 
@@ -61,7 +70,7 @@ class InProcess(ShardLauncher):
     def generate(self, shard: ShardId, plan: PlannedTask, start: int, stop: int, key: str):
         d, path = shard.index % len(self.devices), self.layout.output(shard)
         self.last_gen[d] = generate_shard.with_options(
-            task_run_name=RunLayout.run_name(shard), refresh_cache=stale(str(path)), **self.retries,
+            **_named(shard), refresh_cache=stale(str(path)), **self.retries,
         ).submit(shard, str(self.layout.root), plan.problems_path, start, stop, self.devices[d], key,
                  self.config.run_id, wait_for=_after(self.last_gen[d]))
         return self.last_gen[d]
@@ -72,7 +81,7 @@ class InProcess(ShardLauncher):
             self.task, self.lanes = shard.task, [list(last) for _ in range(self._lanes(shard.task))]
         lane, path = shard.index % len(self.lanes), self.layout.output(shard)
         future = execute_shard.with_options(
-            task_run_name=RunLayout.run_name(shard), refresh_cache=stale(str(path)), **self.retries,
+            **_named(shard), refresh_cache=stale(str(path)), **self.retries,
         ).submit(shard, str(self.layout.root), plan.problems_path, allow_failure(generated), self.sandbox, key,
                  self.config.run_id, wait_for=[allow_failure(f) for f in self.lanes[lane]])
         self.lanes[lane] = [future]
@@ -96,11 +105,11 @@ class OnWorkPools(ShardLauncher):
                        "retry_delay_s": config.retry_delay_s, "run_id": config.run_id}
 
     def generate(self, shard: ShardId, plan: PlannedTask, start: int, stop: int, key: str):
-        return remote_shard.with_options(task_run_name=RunLayout.run_name(shard), **self.retries).submit(
+        return remote_shard.with_options(**_named(shard), **self.retries).submit(
             self.deployment, shard, dict(problems_path=plan.problems_path, start=start, stop=stop,
                                          backend=self.backend, cache_key=key, **self.common), key)
 
     def execute(self, shard: ShardId, plan: PlannedTask, generated, key: str):
-        return remote_shard.with_options(task_run_name=RunLayout.run_name(shard), **self.retries).submit(
+        return remote_shard.with_options(**_named(shard), **self.retries).submit(
             EXECUTE, shard, dict(problems_path=plan.problems_path, sandbox=self.sandbox, cache_key=key,
                                  **self.common), key, allow_failure(generated))

@@ -61,7 +61,7 @@ def nightly_leaderboard(models_file: str, output_dir: Optional[str] = None, runs
             results = evaluate(config)
         except Exception as exc:  # noqa: BLE001 - one model's failure must not cost the others
             failed[config.model] = nightly.failure_cause(exc)
-            log.error("%s failed: %s", config.model, failed[config.model])
+            log.warning("%s failed: its cause ends this run's log; the next model goes on", config.model)
             rows += nightly.failed_rows(previous, config.model, config.tasks, failed[config.model], date)
             continue
         try:  # what tomorrow's paired comparison reads, kept as it is tonight
@@ -73,7 +73,7 @@ def nightly_leaderboard(models_file: str, output_dir: Optional[str] = None, runs
         reused[config.model] = {task: reuse_json(detail.reused) for task, detail in results.tasks.items()}
 
     delta = nightly.changes(previous, rows)
-    previous_date = max((r.date for r in previous), default=None)
+    previous_date = nightly.previous_night(out, previous)
     comparisons = paired.compare_nights(out, rows, previous, failed)
     nightly.write_leaderboard(board, rows)
     nightly.write_leaderboard(snapshot, rows)
@@ -88,9 +88,12 @@ def nightly_leaderboard(models_file: str, output_dir: Optional[str] = None, runs
                           description=f"codeeval leaderboard {date} (primary metric per task)")
     create_markdown_artifact(changes_md, key="leaderboard-changes", description=f"changes on {date}")
     log.info("leaderboard: %d rows, %d changes; %s", len(rows), len(delta), html)
+    scores = nightly.scores_text([c.model for c in configs], rows, failed)  # every cause, whole
     if failed:
-        raise RunFailed(f"{len(failed)} of {len(configs)} models failed: "
-                        + "".join(f"\n{m}: {why}" for m, why in failed.items()))  # every cause, whole
+        names = ", ".join(failed)
+        raise RunFailed(f"{len(failed)} of {len(configs)} models failed: {names}; tonight's scores:\n{scores}",
+                        f"{len(failed)} of {len(configs)} models failed: {names}")
+    log.info("tonight's scores:\n%s", scores)
     return {"date": date, "rows": len(rows), "changes": delta, "reused": reused,
             "flips": paired.flips_by_model(comparisons),
             "parquet": str(board), "html": str(html)}

@@ -16,6 +16,8 @@ host mirrors, paths from another host rebased onto its own mirror (codeeval/core
 """
 from __future__ import annotations
 
+import time
+
 from prefect import flow, get_run_logger, task
 
 from codeeval.core import storage
@@ -38,11 +40,13 @@ explain_failures()  # this file is what a worker loads for a shard run
 
 class StageFailed(Explained):
     """A shard's flow run on its work pool did not complete (its own run page says why; the
-    evaluate run links to it by `flow_run_id`)."""
+    evaluate run links to it by `flow_run_id`). Its text names the shard only: the shard task's
+    "Finished in state Failed(...)" line in the evaluate run's log, where the run's end states the
+    `cause` (that run's state message) once, for every shard (flows/logs.py)."""
 
-    def __init__(self, message: str, flow_run_id: str = ""):
-        super().__init__(message, flow_run_id)
-        self.flow_run_id = flow_run_id
+    def __init__(self, message: str, flow_run_id: str = "", cause: str = ""):
+        super().__init__(message, flow_run_id, cause)
+        self.flow_run_id, self.cause = flow_run_id, cause
 
     def __str__(self) -> str:
         return str(self.args[0])
@@ -114,16 +118,34 @@ def remote_shard(deployment: str, shard: ShardId, parameters: dict, key: str, af
     from prefect.deployments import run_deployment
 
     run_name = RunLayout.run_name(shard)
-    run = run_deployment(deployment, parameters={**parameters, "shard": shard}, flow_run_name=run_name,
-                         poll_interval=2)
+    run = _followed(run_deployment(deployment, parameters={**parameters, "shard": shard}, flow_run_name=run_name,
+                                   timeout=0), run_name)
     get_run_logger().info("%s ran on work pool %s: %s", run_name, run.work_pool_name, run.state.name)
     if run.state.is_crashed():
         why = run.state.message or "its process died"
         raise StageCrashed(f"{run_name} on pool {run.work_pool_name} crashed: {why}", str(run.id))
     if not run.state.is_completed():
-        raise StageFailed(f"{run_name} on pool {run.work_pool_name}: {run.state.message or run.state.name}",
-                          str(run.id))
+        raise StageFailed(f"{run_name} failed on pool {run.work_pool_name}", str(run.id),
+                          run.state.message or run.state.name)
     return out_path
+
+
+POLL_S = 2.0  # how often a shard's run is read while this task waits on it
+
+
+def _followed(run, run_name: str):
+    """The shard's flow run, once final. run_deployment links it to this run through a task run
+    of its own that the server names at random (`objective-ladybug` in the run graph): it is
+    named as the shard at once, then the run is waited for as run_deployment would."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        if run.parent_task_run_id:
+            client.set_task_run_name(run.parent_task_run_id, run_name)
+        while not (run.state and run.state.is_final()):
+            time.sleep(POLL_S)
+            run = client.read_flow_run(run.id)
+    return run
 
 
 def _run_name() -> str:
@@ -146,7 +168,7 @@ def generate_stage(shard: ShardId, run_dir: str, problems_path: str, start: int,
                                            backend=backend, name=shard.task), f"{run_name}-{run_id}")
     backend = devices.plan(backend, max_shards=1)[0]
     return generate_shard.with_options(
-        task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
+        name=run_name, task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
         refresh_cache=stale(out_path),
     )(shard, run_dir, problems_path, start, stop, backend, cache_key, run_id)
 
@@ -163,7 +185,7 @@ def execute_stage(shard: ShardId, run_dir: str, problems_path: str, generations_
             f"{run_name}-{run_id}")
     try:
         return execute_shard.with_options(
-            task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
+            name=run_name, task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
             refresh_cache=stale(out_path),
         )(shard, run_dir, problems_path, generations_path, sandbox, cache_key, run_id)
     finally:

@@ -200,13 +200,17 @@ def run_report(root: Path) -> tuple[str, int]:
             if text:
                 sample_parts.append("#" + text)
         scored = "scored" if (task_dir / "metrics.json").exists() else "not scored"
+        records = [json.loads(path.read_text(encoding="utf-8")) for path in errors]
+        # a failed shard's samples are listed with status error: counted as such, apart from those that ran and failed
+        held = sum(len(r["samples"]) for r in records)
         parts.append(f"## {name}: {len(gens)} generation and {len(execs)} execution shards written, "
-                     f"{len(errors)} failed shards, {failed_samples} failing samples, {scored}")
+                     f"{len(errors)} failed shards ({held} samples, status error), "
+                     f"{failed_samples} failing samples in the shards written, {scored}")
         parts.append("")
         if waiting := waits.report_lines(layout.waits(name)):
             parts += ["Waiting for a slot:", *waiting, ""]
-        for path in errors:
+        for record in records:
             failed_shards += 1
-            parts += ["#" + error_markdown(json.loads(path.read_text(encoding="utf-8"))), ""]
+            parts += ["#" + error_markdown(record), ""]
         parts += sample_parts
     return "\n".join(parts).rstrip() + "\n", failed_shards

@@ -33,6 +33,7 @@ from codeeval.core.results import LEADERBOARD_SCHEMA, LeaderboardRow, RunResults
 from codeeval.generation.base import GenerationArgs
 from codeeval.pipeline import failures
 from codeeval.pipeline.config import RunConfig
+from codeeval.reporting.charts import short_night
 from codeeval.reporting.paired import Paired, flips_markdown
 
 BOARD = "leaderboard"  # the leaderboard's folder when none is given: under the storage (core/storage.py shared)
@@ -171,6 +172,22 @@ def failure_cause(error: BaseException) -> str:
     return failures.root_cause(error)
 
 
+def scores_text(models: Sequence[str], rows: Sequence[LeaderboardRow], failed: dict[str, str]) -> str:
+    """Tonight's primary score of every model and task, or the model's whole cause: how a night's
+    log (`--watch`) ends, so that nobody needs the page to know how the night went."""
+    lines = []
+    for model in models:
+        if model in failed:
+            lines += [f"{model}: failed", *(f"  {line}" for line in failed[model].splitlines())]
+            continue
+        lines.append(model)
+        for r in rows:
+            if r.model == model and r.primary:
+                stderr = f" ± {r.stderr:.4f}" if r.stderr is not None else ""
+                lines.append(f"  {r.task:<22} {r.metric} = {_num(r.value)}{stderr} ({r.problems} problems)")
+    return "\n".join(lines)
+
+
 def failed_rows(previous: list[LeaderboardRow], model: str, tasks: list[str], cause: str,
                 date: str) -> list[LeaderboardRow]:
     """A failed model's rows: its previous ones (their date says how old) with tonight's cause; a
@@ -201,6 +218,15 @@ def history_path(out: Path, night: str) -> Path:
         n += 1
         path = out / HISTORY / f"leaderboard-{night}_{n}.parquet"  # sorts after the first
     return path
+
+
+def previous_night(out: Path, previous: list[LeaderboardRow]) -> Optional[str]:
+    """The night the changes are since, as "2026-11-26 02:00 UTC": its history file's time (two
+    nights of one date are told apart), else the newest date of the previous leaderboard."""
+    snapshots = sorted((out / HISTORY).glob("leaderboard-*.parquet"))
+    if snapshots:
+        return f"{short_night(night_of(snapshots[-1]))} UTC"
+    return max((r.date for r in previous), default=None)
 
 
 def read_history(out: Path) -> list[tuple[str, list[LeaderboardRow]]]:

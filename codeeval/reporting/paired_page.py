@@ -29,6 +29,11 @@ def _flips(flips: Sequence[Flip], before: str, after: str) -> str:
     return f'<b>{len(flips)}</b> <ul class="flips">{items}{more}</ul>'
 
 
+def _way(way: str, flips: Sequence[Flip]) -> str:
+    """The cell's colour (red down, green up) only where problems flipped: "none" is no news."""
+    return f' class="{way}"' if flips else ""
+
+
 def flips_table(paired: Sequence[Paired], since: Optional[str]) -> str:
     """Per model and task, the problems that went pass -> fail and fail -> pass since the previous night."""
     nights = [p for p in paired if p.against == PREVIOUS and p.why != "no previous night"]
@@ -42,9 +47,10 @@ def flips_table(paired: Sequence[Paired], since: Optional[str]) -> str:
             notes.append(f"<li>{esc(p.model)} {esc(p.task)}: no pass/fail per problem ({esc(p.result.metric)}), "
                          "no flips listed</li>")
         else:
+            down, up = _flips(p.pass_to_fail, "before", "tonight"), _flips(p.fail_to_pass, "before", "tonight")
             trs.append(f'<tr data-model="{esc(p.model)}" data-task="{esc(p.task)}"><td>{esc(p.model)}</td>'
-                       f'<td>{esc(p.task)}</td><td class="down">{_flips(p.pass_to_fail, "before", "tonight")}</td>'
-                       f'<td class="up">{_flips(p.fail_to_pass, "before", "tonight")}</td></tr>')
+                       f'<td>{esc(p.task)}</td><td{_way("down", p.pass_to_fail)}>{down}</td>'
+                       f'<td{_way("up", p.fail_to_pass)}>{up}</td></tr>')
     table = (f'<table id="flips"><thead><tr><th>model</th><th>task</th><th>pass &rarr; fail</th>'
              f'<th>fail &rarr; pass</th></tr></thead><tbody>{"".join(trs)}</tbody></table>' if trs else "")
     return (f'<h3>Problems that flipped since {esc(since or "the previous night")}</h3>{table}'

@@ -59,6 +59,14 @@ def failure_message(root: str, failed: Sequence[ShardFailure], skipped: Sequence
     return "\n".join(lines)
 
 
+def failure_headline(failed: Sequence[ShardFailure], skipped: Sequence[str]) -> str:
+    """One line naming the shards that failed and those that did not run for want of them (the
+    last line of the run's log: the causes are stated once, above it, by failure_message)."""
+    names = [f.run_name for f in failed]
+    line = f"{len(names)} shard{'s' * (len(names) != 1)} failed: {_some(names)}"
+    return line + (f"; not run, waiting on {'them' if len(names) > 1 else 'it'}: {_some(skipped)}" if skipped else "")
+
+
 GROUP_SHOWN = 3  # shards named one by one with their cause; more with the same cause: one line
 NAMES_SHOWN = 8  # names listed in one line before "and N more"
 

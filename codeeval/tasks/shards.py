@@ -104,15 +104,17 @@ def _skipped(upstream: list) -> "Completed | None":
     holding a NotRun. The flow passes its upstream futures with allow_failure, so that this run
     starts, takes its own name in the UI and ends, instead of staying Pending under a hash name;
     Completed, because nothing failed here: Prefect logs every other final state as an ERROR,
-    and the run's counts would show the one failure once per shard that waited on it."""
+    and the run's counts would show the one failure once per shard that waited on it. (Not
+    Cancelled, the state Prefect has for work that did not run: a task that waits on a Cancelled
+    one, even through allow_failure, ends NotReady, "did not reach a 'COMPLETED' state".)"""
     errors = [u for u in upstream if not isinstance(u, (str, TaskScore))]
     if not errors:
         return None
     first = errors[0]
     why = first.why if isinstance(first, NotRun) else (
         failures.root_cause(first) if isinstance(first, BaseException) else str(first))
-    get_run_logger().warning("not run: %d upstream shard(s) did not finish (%s)", len(errors), why)
-    return Completed(name=SKIPPED, data=NotRun(why), message=f"not run: an upstream shard failed ({why})")
+    # the message leaves the cause out: the run states it once, at its end (flows/logs.py)
+    return Completed(name=SKIPPED, data=NotRun(why), message="not run: an upstream shard failed")
 
 
 class _Forward(logging.Handler):
