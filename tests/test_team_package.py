@@ -144,9 +144,10 @@ def test_the_team_path_from_the_wheel_runs_as_written(tmp_path, data_dir, smollm
                               text=True, timeout=900)
         flat = " ".join((done.stdout + done.stderr).split())
         cause = "ValueError: Couldn't instantiate the backend tokenizer from one of: (1) a `tokenizers` library"
-        assert done.returncode != 0 and "1 shards failed" in flat, flat[-3000:]
+        assert done.returncode != 0 and "2 shards failed" in flat, flat[-3000:]  # limit 4, 2 per shard
         assert f"generate-humaneval-shard-000: {cause}" in flat, flat[-3000:]
-        gpu_shards = srv.flow_runs(work_pool_name={"any_": ["gpu"]}, name={"any_": ["generate-humaneval-shard-000"]})
+        gpu_shards = [r for r in srv.flow_runs(name={"any_": ["generate-humaneval-shard-000"]})
+                      if r["work_pool_name"] == "gpu"]  # a model's weights: the gpu worker's home ran it
         assert [r["state_type"] for r in gpu_shards] == ["FAILED"], gpu_shards
 
         # one-line errors of `codeeval deploy`: no credential, no server
