@@ -106,12 +106,13 @@ class Server:
     def flow_runs(self, **flow_run_filter) -> list[dict]:
         return self.api("/flow_runs/filter", {"flow_runs": flow_run_filter})
 
-    def deploy(self, *options: str) -> None:
+    def deploy(self, *options: str, working_dir: bool = True) -> None:
         """The pools and the package's deployments, as docs/deployment.md does it (`codeeval deploy`),
-        with the copy of the checkout as the flow runs' directory: its models.yaml is the nightly's."""
-        deployed = subprocess.run([CODEEVAL, "deploy", "--models-file", str(self.project / "models.yaml"),
-                                   "--working-dir", str(self.project), *options], env=self.env, cwd=self.tmp,
-                                  capture_output=True, text=True, timeout=300)
+        with the copy of the checkout as the flow runs' directory unless not `working_dir` (then each
+        starts in a fresh one): its models.yaml is the nightly's."""
+        where = ["--working-dir", str(self.project)] if working_dir else []
+        deployed = subprocess.run([CODEEVAL, "deploy", "--models-file", str(self.project / "models.yaml"), *where,
+                                   *options], env=self.env, cwd=self.tmp, capture_output=True, text=True, timeout=300)
         assert deployed.returncode == 0, deployed.stdout + deployed.stderr
 
     def kill_all(self) -> None:

@@ -205,16 +205,14 @@ def _inspect(srv: Server, run_id: str, store: str, home: str) -> subprocess.Comp
 def test_shards_travel_between_hosts_through_an_fsspec_store(server, data_dir, demo_model_dir):
     """One storage for every run: CODEEVAL_STORAGE as a URL and two worker hosts with nothing shared
     but the store (each its own HOME and CODEEVAL_CACHE, hence its own mirror), the gpu host on other
-    code (its checkout one line apart). Generation shards written on the gpu host (a model's weights:
+    code (its codeeval one line apart). Generation shards written on the gpu host (a model's weights:
     the small demo model) reach the cpu host's execution shards and score through the store, and so
     does results.json, which names each shard's writer and says that their code differs (so does
     `--watch`); a nightly run started from the deployment with its defaults writes its page and its
     model's run into the store too, its shards on both hosts; `codeeval inspect RUN_ID` finds the
     evaluate run and the nightly's run from either host, and from a third."""
     srv = server
-    checkout = srv.env.pop("CODEEVAL_CHECKOUT")  # each worker's own (docs/deployment.md)
-    srv.deploy()
-    srv.env["CODEEVAL_CHECKOUT"] = checkout
+    srv.deploy(working_dir=False)  # runs start in a fresh directory: each host imports its own codeeval
     store = srv.tmp / "store"
     roots = f"{srv.env['CODEEVAL_DATA_ROOTS']}:{Path(demo_model_dir).parent}"
     other = srv.tmp / "other-checkout"  # the gpu host's checkout, at another commit
@@ -223,9 +221,9 @@ def test_shards_travel_between_hosts_through_an_fsspec_store(server, data_dir, d
         fh.write("# one line that makes another version of the code\n")
     for pool in ("gpu", "cpu"):
         (srv.tmp / f"home-{pool}").mkdir()  # each host's own HOME
-        # the gpu host's codeeval is the other one: its flow runs start in its checkout (prefect.yaml's
-        # pull step, read on the worker's host: the deploying shell did not fix it) and import from there
-        extra = {"CODEEVAL_CHECKOUT": str(other), "PYTHONPATH": str(other)} if pool == "gpu" else {}
+        # the gpu host's codeeval is the other one: its flow runs import the codeeval its environment
+        # holds (the entrypoints are module paths, with no pull step)
+        extra = {"PYTHONPATH": str(other)} if pool == "gpu" else {}
         srv.start("worker", "start", "--pool", pool, log=f"worker-{pool}.log",
                   extra_env={"CODEEVAL_STORAGE": store.as_uri(), "CODEEVAL_CACHE": str(srv.tmp / f"host-{pool}"),
                              "HOME": str(srv.tmp / f"home-{pool}"), "CODEEVAL_DATA_ROOTS": roots, **extra})
