@@ -1,7 +1,7 @@
 """A cpu worker SIGKILLed mid-run, and the re-run that resumes from the finished shards.
 
 A Prefect server (scripts/prefect-server.sh) on a free port, the gpu and cpu pools with
-prefect.yaml's deployments, one worker each; `evaluate` with the reference solutions on
+the package's deployments (`codeeval deploy`), one worker each; `evaluate` with the reference solutions on
 HumanEval in the Docker sandbox; the cpu worker's process group is SIGKILLed after --kill-after
 seconds, a new cpu worker starts, and the same run is started again. Prints the shard files on
 disk at the kill, the re-run's reused counts and its exit, and the containers left behind.
@@ -69,7 +69,7 @@ def main() -> int:
         port = s.getsockname()[1]
     env = {**os.environ, "PREFECT_HOME": str(tmp / "prefect-home"), "PORT": str(port),
            "PUBLIC_URL": f"http://127.0.0.1:{port}", "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
-           "CODEEVAL_CHECKOUT": str(REPO), "PREFECT_WORKER_QUERY_SECONDS": "2", "COLUMNS": "250"}
+           "PREFECT_WORKER_QUERY_SECONDS": "2", "COLUMNS": "250"}
     procs: dict[str, subprocess.Popen] = {}
 
     def start(name: str, *command: str) -> None:
@@ -92,9 +92,8 @@ def main() -> int:
                 break
             except OSError:
                 time.sleep(0.5)
-        for pool in ("gpu", "cpu"):
-            cli("work-pool", "create", pool, "--type", "process", check=True)
-        cli("--no-prompt", "deploy", "--all", check=True)
+        subprocess.run([str(Path(PREFECT).with_name("codeeval")), "deploy", "--models-file", str(REPO / "models.yaml"),
+                        "--working-dir", str(REPO)], env=env, cwd=REPO, check=True)
         start("worker-gpu", PREFECT, "worker", "start", "--pool", "gpu", "--limit", "1")
         start("worker-cpu", PREFECT, "worker", "start", "--pool", "cpu")
         started = time.monotonic()

@@ -255,6 +255,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     print(f"{name:<18} {tag}")
                 return 0
             return image_builds.build(args.runtime)
+        if args.command in ("server", "deploy", "models"):
+            from codeeval import team
+
+            return team.command(args)
         if args.command == "repo-envs":
             from pathlib import Path
 

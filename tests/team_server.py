@@ -1,6 +1,7 @@
 """A real Prefect server for the team-mode tests, as docs/deployment.md starts one: the documented
-script (scripts/prefect-server.sh) on a free port with its own PREFECT_HOME, on SQLite or on
-PostgreSQL (scripts/postgres.sh), in a copy of the checkout that workers start flow runs in.
+script (scripts/prefect-server.sh, `codeeval server start` in a checkout) on a free port with its
+own PREFECT_HOME, on SQLite or on PostgreSQL (scripts/postgres.sh), the deployments applied by
+`codeeval deploy` with a copy of the checkout as the directory workers start flow runs in.
 What the tests own, they stop: the server, the workers (SIGINT or SIGTERM first: they must stop
 within STOP_S), the database cluster. A server whose log holds an ERROR line or a traceback fails the
 test that used it."""
@@ -25,6 +26,7 @@ from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 PREFECT = str(Path(sys.executable).with_name("prefect"))
+CODEEVAL = str(Path(sys.executable).with_name("codeeval"))
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOTS = REPO / ".cache" / "screenshots"  # kept after the run (CI keeps the clone's .cache)
 STOP_S = 10.0  # a worker stops within this long of SIGTERM (docs/deployment.md)
@@ -104,12 +106,13 @@ class Server:
     def flow_runs(self, **flow_run_filter) -> list[dict]:
         return self.api("/flow_runs/filter", {"flow_runs": flow_run_filter})
 
-    def deploy(self) -> None:
-        """The pools and prefect.yaml's deployments, as docs/deployment.md does it."""
-        for pool in ("gpu", "cpu"):
-            made = self.cli("work-pool", "create", pool, "--type", "process")
-            assert made.returncode == 0, made.stdout + made.stderr
-        deployed = self.cli("--no-prompt", "deploy", "--all")
+    def deploy(self, *options: str, working_dir: bool = True) -> None:
+        """The pools and the package's deployments, as docs/deployment.md does it (`codeeval deploy`),
+        with the copy of the checkout as the flow runs' directory unless not `working_dir` (then each
+        starts in a fresh one): its models.yaml is the nightly's."""
+        where = ["--working-dir", str(self.project)] if working_dir else []
+        deployed = subprocess.run([CODEEVAL, "deploy", "--models-file", str(self.project / "models.yaml"), *where,
+                                   *options], env=self.env, cwd=self.tmp, capture_output=True, text=True, timeout=300)
         assert deployed.returncode == 0, deployed.stdout + deployed.stderr
 
     def kill_all(self) -> None:

@@ -1,8 +1,9 @@
-"""Team mode on a real Prefect server (tests/team_server.py), on SQLite and on PostgreSQL:
-prefect.yaml deployed as documented, process work pools and workers, `evaluate` with its shards
-on the gpu and cpu pools, a failing model explained where a person looks first, the nightly
-schedule fired by the server's scheduler with nobody watching, and docs/deployment.md's laptop
-path run verbatim. Every test fails on an ERROR line or a traceback in the server's log."""
+"""Team mode on a real Prefect server (tests/team_server.py) on SQLite (on PostgreSQL: the team path
+from the wheel, tests/test_team_package.py): the package's deployments applied as documented,
+process work pools and workers, `evaluate` with its shards on the gpu and cpu pools, a failing
+model explained where a person looks first, the nightly schedule fired by the server's scheduler
+with nobody watching, and docs/deployment.md's laptop path run verbatim. Every test fails on an
+ERROR line or a traceback in the server's log."""
 from __future__ import annotations
 
 import datetime as dt
@@ -25,36 +26,27 @@ from team_server import (
     chromium_ui,
     copy_checkout,
     free_port,
-    start_postgres,
     wait_http,
 )
 
-DATABASES = ["sqlite", "postgresql"]
-
-
 @pytest.fixture
-def server(request, tmp_path):
-    """scripts/prefect-server.sh on a free port (SQLite in its PREFECT_HOME, or PostgreSQL from
-    scripts/postgres.sh with `server` parametrized indirectly), its scheduler loop shortened
-    through Prefect's own settings."""
-    database = getattr(request, "param", "sqlite")
+def server(tmp_path):
+    """scripts/prefect-server.sh on a free port, SQLite in its PREFECT_HOME (PostgreSQL: the team
+    path from the wheel, tests/test_team_package.py), its scheduler loop shortened through
+    Prefect's own settings."""
     port = free_port()
     project = tmp_path / "project"
     copy_checkout(project)
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PORT": str(port),
            "PUBLIC_URL": f"http://127.0.0.1:{port}", "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
-           "PYTHON": sys.executable, "CODEEVAL_CHECKOUT": str(project),
+           "PYTHON": sys.executable,
            # the workers' policy (docs/security.md): runs write under the test's directory, read the
            # checkout and ../shared's data, and may use the local sandbox (these tests ask for it)
            "CODEEVAL_STORAGE": str(tmp_path), "CODEEVAL_DATA_ROOTS": f"{project}:{REPO.parent / 'shared' / 'data'}",
            "CODEEVAL_WORKER_ALLOW": "local-executor",
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "PREFECT_WORKER_QUERY_SECONDS": "2",
            "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5", "COLUMNS": "250"}
-    stop_db = None
-    if database == "postgresql":
-        setting, stop_db = start_postgres(tmp_path)
-        env.update(setting)
-    srv = Server(env=env, tmp=tmp_path, project=project, database=database)
+    srv = Server(env=env, tmp=tmp_path, project=project, database="sqlite")
     try:
         srv.start(str(project / "scripts" / "prefect-server.sh"), log="server.log")
         wait_http(f"http://127.0.0.1:{port}/api/health", 180, tmp_path / "server.log")
@@ -64,11 +56,9 @@ def server(request, tmp_path):
         slow = {log: round(s, 1) for log, s in took.items() if s > STOP_S}
         assert not slow, f"workers still running {STOP_S:.0f} s after SIGTERM: {slow}"
         errors = srv.log_errors()
-        assert not errors, f"the {database} server logged errors:\n" + "\n".join(errors[:20])
+        assert not errors, "the server logged errors:\n" + "\n".join(errors[:20])
     finally:
         srv.kill_all()
-        if stop_db:
-            stop_db()
 
 
 @pytest.fixture
@@ -89,14 +79,11 @@ def _watch(srv: Server, params: dict) -> subprocess.CompletedProcess:
     return result
 
 
-@pytest.mark.parametrize("server", DATABASES, indirect=True)
-def test_evaluate_deployment_runs_shards_on_pools_and_explains_a_failure(server, data_dir, request):
+def test_evaluate_deployment_runs_shards_on_pools_and_explains_a_failure(server, data_dir, busy_cores):
     """`evaluate` runs the generation shards of a model's weights on the gpu pool, those of a backend
     that loads none (here the reference) and its execution shards on the cpu pool; `--watch` ends with the scores; a re-run starts no shard; a model that cannot load is
     explained by its root cause on the terminal and in the evaluate run's summary artifact. On
     SQLite with both cores busy: the load under which its server logged "database is locked"."""
-    if server.database == "sqlite":
-        request.getfixturevalue("busy_cores")
     srv = server
     srv.deploy()
     listed = srv.cli("deployment", "ls").stdout
@@ -158,29 +145,23 @@ def test_evaluate_deployment_runs_shards_on_pools_and_explains_a_failure(server,
     (artifact,) = srv.api("/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [shard["id"]]},
                                                               "key": {"like_": "failures-generate-humaneval-shard-000-"}}})
     assert "| HumanEval/0 | 0 | error |" in artifact["data"] and "broken-run" in artifact["data"]
-    if CHROMIUM and server.database == "sqlite":
+    if CHROMIUM:
         text = chromium_ui(srv, f"/runs/flow-run/{parent['id']}", "ui-evaluate-run-artifacts.png", click="Artifacts")
         assert summary["key"] in text and "Couldn't instantiate the backend tokenizer" in text
         dom = chromium_ui(srv, f"/artifacts/artifact/{summary['id']}", "ui-evaluate-summary.png")
         assert "Couldn" in dom and "generate-humaneval-shard-000" in dom
 
 
-@pytest.mark.parametrize("server", DATABASES, indirect=True)
 def test_the_nightly_schedule_fires_and_a_worker_completes_it_with_nobody_watching(server, data_dir):
-    """prefect.yaml's nightly-leaderboard schedule, made due within a minute, is turned into a
+    """The nightly-leaderboard schedule, made due within a minute (`codeeval deploy --nightly-cron`), is turned into a
     flow run by the server's scheduler and completed by the cpu worker: no manual trigger."""
     srv = server
     now = dt.datetime.now(dt.timezone.utc)
     due = (now + dt.timedelta(seconds=75)).replace(second=0, microsecond=0)
-    spec = srv.project / "prefect.yaml"
-    text = spec.read_text()
-    assert 'cron: "0 2 * * *"' in text and "models_file: models.yaml" in text
-    spec.write_text(text.replace('cron: "0 2 * * *"', f'cron: "{due.minute} {due.hour} * * *"')
-                    .replace("models_file: models.yaml", "models_file: tonight.yaml"))
     (srv.project / "tonight.yaml").write_text(
         f"models:\n  - {{model: reference, tasks: [humaneval, mbpp], limit: 3, executor: local, "
         f"allow_code_execution: true, data_dir: {data_dir}}}\n")
-    srv.deploy()
+    srv.deploy("--models-file", str(srv.project / "tonight.yaml"), "--nightly-cron", f"{due.minute} {due.hour} * * *")
     for pool in ("gpu", "cpu"):  # the nightly's evaluate runs put their shards on the pools too
         srv.start("worker", "start", "--pool", pool, log=f"worker-{pool}.log")
     (deployment,) = srv.api("/deployments/filter", {"deployments": {"name": {"any_": ["nightly-leaderboard"]}}})
@@ -224,16 +205,14 @@ def _inspect(srv: Server, run_id: str, store: str, home: str) -> subprocess.Comp
 def test_shards_travel_between_hosts_through_an_fsspec_store(server, data_dir, demo_model_dir):
     """One storage for every run: CODEEVAL_STORAGE as a URL and two worker hosts with nothing shared
     but the store (each its own HOME and CODEEVAL_CACHE, hence its own mirror), the gpu host on other
-    code (its checkout one line apart). Generation shards written on the gpu host (a model's weights:
+    code (its codeeval one line apart). Generation shards written on the gpu host (a model's weights:
     the small demo model) reach the cpu host's execution shards and score through the store, and so
     does results.json, which names each shard's writer and says that their code differs (so does
     `--watch`); a nightly run started from the deployment with its defaults writes its page and its
     model's run into the store too, its shards on both hosts; `codeeval inspect RUN_ID` finds the
     evaluate run and the nightly's run from either host, and from a third."""
     srv = server
-    checkout = srv.env.pop("CODEEVAL_CHECKOUT")  # each worker's own (docs/deployment.md)
-    srv.deploy()
-    srv.env["CODEEVAL_CHECKOUT"] = checkout
+    srv.deploy(working_dir=False)  # runs start in a fresh directory: each host imports its own codeeval
     store = srv.tmp / "store"
     roots = f"{srv.env['CODEEVAL_DATA_ROOTS']}:{Path(demo_model_dir).parent}"
     other = srv.tmp / "other-checkout"  # the gpu host's checkout, at another commit
@@ -242,9 +221,9 @@ def test_shards_travel_between_hosts_through_an_fsspec_store(server, data_dir, d
         fh.write("# one line that makes another version of the code\n")
     for pool in ("gpu", "cpu"):
         (srv.tmp / f"home-{pool}").mkdir()  # each host's own HOME
-        # the gpu host's codeeval is the other one: its flow runs start in its checkout (prefect.yaml's
-        # pull step, read on the worker's host: the deploying shell did not fix it) and import from there
-        extra = {"CODEEVAL_CHECKOUT": str(other), "PYTHONPATH": str(other)} if pool == "gpu" else {}
+        # the gpu host's codeeval is the other one: its flow runs import the codeeval its environment
+        # holds (the entrypoints are module paths, with no pull step)
+        extra = {"PYTHONPATH": str(other)} if pool == "gpu" else {}
         srv.start("worker", "start", "--pool", pool, log=f"worker-{pool}.log",
                   extra_env={"CODEEVAL_STORAGE": store.as_uri(), "CODEEVAL_CACHE": str(srv.tmp / f"host-{pool}"),
                              "HOME": str(srv.tmp / f"home-{pool}"), "CODEEVAL_DATA_ROOTS": roots, **extra})

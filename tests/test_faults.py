@@ -537,7 +537,7 @@ def team(tmp_path, tmp_path_factory, data_dir):
     copy_checkout(project)
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PORT": str(port),
            "PUBLIC_URL": f"http://127.0.0.1:{port}", "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
-           "PYTHON": sys.executable, "CODEEVAL_CHECKOUT": str(project), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PYTHON": sys.executable, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "DO_NOT_TRACK": "1", "PREFECT_WORKER_QUERY_SECONDS": "2", "COLUMNS": "250",
            # the workers' policy (docs/security.md): runs write under the test's directory and read
            # ../shared's data and the saved generations the test wrote

@@ -62,7 +62,7 @@ def team(request, tmp_path_factory, data_dir):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CODEEVAL_WORKER_", "PREFECT_API_AUTH"))}
     env.update({"PREFECT_HOME": str(tmp / "prefect-home"), "PORT": str(port), "PUBLIC_URL": f"http://127.0.0.1:{port}",
                 "PREFECT_API_URL": f"http://127.0.0.1:{port}/api", "PYTHON": sys.executable,
-                "CODEEVAL_CHECKOUT": str(project), "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
+                "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
                 "PREFECT_WORKER_QUERY_SECONDS": "2", "COLUMNS": "250", "CODEEVAL_STORAGE": str(storage),
                 "CODEEVAL_DATA_ROOTS": str(data), "CODEEVAL_CACHE": str(tmp / "cache")})
     stop_db = None

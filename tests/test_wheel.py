@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tarfile
 import zipfile
@@ -14,27 +13,16 @@ from pathlib import Path
 
 import pytest
 from docker_env import REPO, ensure_images
+from wheel_env import clone, run
 
 pytestmark = pytest.mark.skipif(not (REPO / ".git").exists(), reason="needs the git checkout (its file list)")
-
-
-def run(*cmd, cwd: Path, env=None, timeout=900) -> subprocess.CompletedProcess:
-    done = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, f"{cmd}: exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
-    return done
 
 
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory) -> tuple[Path, list[str]]:
     """What a clean clone of this commit holds: git's tracked and unignored files, nothing built."""
-    files = run("git", "ls-files", "-co", "--exclude-standard", cwd=REPO).stdout.split("\n")
-    files = [f for f in files if f and (REPO / f).is_file()]
     dest = tmp_path_factory.mktemp("clone") / "codeeval"
-    tar = subprocess.run(["tar", "-cf", "-", "-T", "-"], cwd=REPO, input="\n".join(files).encode(),
-                         capture_output=True, check=True).stdout
-    dest.mkdir()
-    subprocess.run(["tar", "-xf", "-", "-C", str(dest)], input=tar, check=True)
-    return dest, [f for f in files if f.startswith("codeeval/")]
+    return dest, clone(dest)
 
 
 def test_wheel_and_sdist_hold_every_file_of_the_package(checkout, tmp_path):
@@ -49,7 +37,11 @@ def test_wheel_and_sdist_hold_every_file_of_the_package(checkout, tmp_path):
     assert not missing_wheel, f"not in the wheel: {missing_wheel}"
     assert not missing_sdist, f"not in the sdist: {missing_sdist}"
     assert {"codeeval/executors/repo/jobs.py", "codeeval/executors/multiple/harness.py",
-            "codeeval/benchmarks/harness/evalplus.py", "codeeval/containers/build.sh"} <= set(wheel)
+            "codeeval/benchmarks/harness/evalplus.py", "codeeval/containers/build.sh",
+            "codeeval/constraints.txt", "codeeval/flows/deployments/prefect.yaml",
+            "codeeval/flows/deployments/models.yaml"} <= set(wheel)
+    # one list of tested versions: the checkout's constraints.txt is the file the wheel carries
+    assert (src / "constraints.txt").resolve() == (src / "codeeval" / "constraints.txt").resolve()
     print(f"wheel: {len(wheel)} files; sdist: {len(sdist)} files")
 
 
