@@ -16,7 +16,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -193,10 +192,5 @@ def test_the_team_path_from_the_wheel_runs_as_written(tmp_path, data_dir, smollm
         print(f"team path from the wheel: install {install_s:.0f} s, whole test {time.monotonic() - started:.0f} s")
     finally:
         srv.stop_workers()  # a worker stopped so stops the flow runs it started (each in a session of its own)
-        for proc in srv.procs:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+        srv.kill_all()
         stop_db()
