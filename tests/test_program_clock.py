@@ -104,11 +104,15 @@ def test_the_wall_cap_of_a_program_covers_both_limits_and_the_stretch():
 # -- real processes ------------------------------------------------------------------------------
 
 @contextmanager
-def one_crowded_cpu(spinners: int = 2):
-    """This thread (and what it starts) on one CPU with `spinners` busy processes: a third of it each."""
+def one_crowded_cpu(spinners: int = 2, sessions: bool = False):
+    """This thread (and what it starts) on one CPU with `spinners` busy processes: a third of it each.
+    `sessions`: each spinner in a session of its own, as a harness's step is: the kernel's autogroups
+    share a CPU between sessions first, so spinners in this test's session would crowd a step in
+    its own session to half of the CPU only, however many they are."""
     saved = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(saved)})
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(spinners)]
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=sessions)
+            for _ in range(spinners)]
     try:
         time.sleep(0.1)
         yield
@@ -169,8 +173,10 @@ def test_a_step_is_clocked_by_its_session():
     assert not ended and 0.6 <= clock < 0.8 and wall < 1.0
     ended, clock, wall = step("import time; time.sleep(0.2)", 0.6)
     assert ended and clock < 0.6
-    # a child that computes 0.5 s on a third of a CPU (its interpreter's start included)
+    # a child that computes 0.5 s on a third of a CPU (its interpreter's start included); the
+    # spinners are in sessions of their own as the step is (CI once saw 0.99995 s of wall time
+    # when they were not: the step had half of the CPU)
     spinner = "import time\nt = time.thread_time()\nwhile time.thread_time() - t < 0.5: pass"
-    with one_crowded_cpu():
+    with one_crowded_cpu(sessions=True):
         ended, clock, wall = step(spinner, 1.0)
     assert ended and wall > 1.0 and clock < 1.0, (clock, wall)
