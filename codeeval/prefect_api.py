@@ -36,6 +36,7 @@ import tomllib
 
 from codeeval import prefect_compat
 from codeeval.core.processes import PRIVATE_API_ENV
+from codeeval.team_server import prefect_home
 
 PR_SET_PDEATHSIG = 1
 SHUTDOWN_LIMIT_S = 10  # a stopping server that has not exited by then is killed (SIGALRM)
@@ -59,8 +60,7 @@ def configured_url() -> Optional[str]:
         return PREFECT_API_URL.value() or None
     if os.environ.get("PREFECT_API_URL"):
         return os.environ["PREFECT_API_URL"]
-    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
-    path = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml").expanduser()
+    path = Path(os.environ.get("PREFECT_PROFILES_PATH") or prefect_home() / "profiles.toml").expanduser()
     try:
         profiles = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError):

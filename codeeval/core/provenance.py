@@ -11,6 +11,8 @@ from typing import Mapping, Optional, Sequence
 
 from codeeval.core.fingerprint import code_version
 
+WRITER = ("version", "code", "host", "home")  # what this_worker() records, in the order results.json lists it
+
 
 def this_worker() -> dict:
     """This process as a shard's writer."""
@@ -42,11 +44,9 @@ def group(writers: Mapping[str, Optional[Mapping]]) -> list[dict]:
     """Shard name -> its writer, as one entry per writer (version, code, host, home) with its shards."""
     out: dict[tuple, dict] = {}
     for shard, worker in writers.items():
-        worker = dict(worker or {})
-        key = tuple(worker.get(k) for k in ("version", "code", "host", "home"))
-        entry = out.setdefault(key, {**{k: worker.get(k) for k in ("version", "code", "host", "home")}, "shards": []})
-        entry["shards"].append(shard)
-    return sorted(out.values(), key=lambda e: (str(e["version"]), str(e["code"]), str(e["host"]), str(e["home"])))
+        fields = {k: (worker or {}).get(k) for k in WRITER}
+        out.setdefault(tuple(fields.values()), {**fields, "shards": []})["shards"].append(shard)
+    return [out[key] for key in sorted(out, key=lambda key: tuple(map(str, key)))]
 
 
 def mixed(workers: Sequence[Mapping]) -> Optional[str]:

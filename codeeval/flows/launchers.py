@@ -24,7 +24,6 @@ from codeeval.pipeline.plan import backend_spec, sandbox_spec
 from codeeval.tasks.shards import execute_shard, generate_shard, stale
 
 
-
 def _named(shard: ShardId) -> dict:
     """A shard's task run options that name it as the shard from the start: Prefect names a task run
     `<task name>-<3 random characters>` when it creates it (Pending, waiting on its upstream) and
@@ -32,6 +31,7 @@ def _named(shard: ShardId) -> dict:
     `generate-humaneval-shard-003-341` from the start."""
     name = RunLayout.run_name(shard)
     return {"name": name, "task_run_name": name}
+
 
 class ShardLauncher:
     """Submits a run's shards; `backend` and `sandbox` are what the keys of its shards name."""
