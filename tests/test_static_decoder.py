@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Qwen2Config
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, LlamaConfig, Qwen2Config
 
 from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, sampling, seeds
+from codeeval.generation.decode_step import SlotState
 from codeeval.generation.decoder import BatchDecoder
 from codeeval.generation.requests import Job
 from codeeval.generation.static_decoder import StaticDecoder
@@ -150,6 +153,64 @@ def test_out_of_memory_halves_the_slots_and_loses_no_row(tokenizer, slots, budge
     with pytest.raises(RuntimeError, match="CUDA error: an illegal memory access"):  # anything else goes up
         static(model, tokenizer, SAMPLED, on_step=lambda s, t: (_ for _ in ()).throw(
             RuntimeError("CUDA error: an illegal memory access was encountered"))).decode(rows)
+
+
+class HostTensors(TorchDispatchMode):
+    """Every op of a step that reads a tensor held on the host (on a GPU: a copy in the step)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if any(isinstance(t, torch.Tensor) and t.device.type != "meta" and t.dim() > 0
+               for t in tree_leaves((args, kwargs))):
+            self.ops.append(str(func))
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2", "gpt2"])
+@pytest.mark.parametrize("args", [GREEDY, SAMPLED], ids=["greedy", "sampled"])
+@torch.inference_mode()
+def test_the_step_holds_nothing_a_cuda_graph_cannot(kind, args):
+    """What breaks a CUDA graph capture (and, uncaptured, stalls every step), found without a GPU:
+    the step runs on tensors that have no values (device "meta"), so a value read to the host
+    (``.item()``, ``.tolist()``, ``if tensor``) or a shape that depends on values raises, and it
+    reads no tensor held on the host. Two steps, from the state a refill leaves."""
+    shape = dict(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    cfg = {"llama": LlamaConfig, "qwen2": Qwen2Config}.get(kind)
+    cfg = cfg(**shape) if cfg else GPT2Config(vocab_size=300, n_embd=64, n_layer=2, n_head=4, n_positions=512)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg).eval()
+        like = model(input_ids=torch.zeros((2, 5), dtype=torch.long), cache=None, use_cache=True).cache
+    state = SlotState(model, args, like, 3, 64, 4, graph=False)
+    assert state.runner.mode == "eager" and state.tok.is_meta
+    with HostTensors() as host:
+        state.runner.run()
+        state.runner.run()
+    assert host.ops == []
+
+
+@torch.inference_mode()
+def test_the_compiled_step_is_compiled_once_whole_and_decodes_the_same(tokenizer):
+    """``compile`` (the GPU default) on the CPU's Inductor: the model's forward is one graph with
+    no break (every op in it can be fused), compiled once for every slot count and cache length
+    that follows (a GPU compile takes about a minute; a new shape must only be captured), and
+    its greedy output is the eager step's."""
+    from torch._dynamo.utils import counters
+
+    model = tiny("llama", len(tokenizer))
+    compiled, eager = static(model, tokenizer, GREEDY, compile=True), static(model, tokenizer, GREEDY)
+    graphs, breaks = counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+    for slots, budgets in ((4, (9, 23, 17, 31, 12)), (8, (100, 5, 5, 5, 5)), (2, (5, 5, 5, 5, 5)), (16, (7, 200, 3))):
+        compiled.slots_for = eager.slots_for = lambda length, s=slots: s
+        rows = jobs(tokenizer, n=2, budgets=budgets)
+        assert compiled.decode(rows) == eager.decode(rows)
+        assert compiled.mode == "compiled" and compiled.slots_used == min(slots, len(rows))
+    assert counters["stats"]["unique_graphs"] - graphs == 1
+    assert sum(counters["graph_break"].values()) == breaks
 
 
 def test_device_uniforms_equal_seeds_uniform_bit_for_bit():
