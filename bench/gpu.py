@@ -18,6 +18,8 @@ tokenizer, HumanEval's prompts (stripped, as bigcode sends them), each part prin
     default GPU path, decoder=static) as generated tokens after each row's first over the seconds
     of its step loop; HF `generate(cache_implementation="static")` (it compiles its own step) as
     (N - 1) x batch / (time for N tokens - time for 1), both warmed up first;
+  * our step alone, replayed without the loop (ms, and the bytes it must read over that time), and
+    its kernels as the profiler sees them: whether a shortfall is the host loop's or the step's;
   * the roofline: a step reads every weight once, so batch 1 is at most bandwidth / weight bytes;
   * the sampling workload: 164 prompts x n=20, T=0.8, top_p 0.95, each row's budget the token
     length of its problem's canonical solution, eos on: wall time and tokens/s of ours (all rows
@@ -196,6 +198,49 @@ class Run:
         return False
 
 
+def step_alone(ours: Ours, weight_bytes: int, bw: float, steps: int = 64) -> None:
+    """The last run's step replayed alone, without the loop around it: its time, and the bytes it
+    must read (every weight, every slot's L columns of keys and values) over that time. A loop
+    far slower than its step is the host's cost; a step far from the bandwidth is the kernels'."""
+    eng = ours.b._static._engine
+    with torch.inference_mode():  # as the decoder runs it (a plain call on the CPU)
+        t0 = sync()
+        for _ in range(steps):
+            eng.runner.run()
+        each = (sync() - t0) / steps
+    slots, length = eng.cache.slots, eng.cache.length
+    kv = slots * length * ours.b._kv_bytes_per_token()
+    print(f"  its step alone ({ours.b._static.mode}, {slots} slots x {length} columns): {each * 1e3:.3f} ms; "
+          f"{(weight_bytes + kv) / 1e9:.2f} GB to read ({kv / 1e9:.2f} of them keys and values) "
+          f"= {(weight_bytes + kv) / each / 1e12:.2f} TB/s, {(weight_bytes + kv) / each / bw:.0%} of the bandwidth",
+          flush=True)
+    try:
+        kernels(eng)
+    except Exception as exc:  # noqa: BLE001 - a figure that explains, not one the run needs
+        print(f"  its kernels: not profiled ({type(exc).__name__}: {str(exc)[:120]})", flush=True)
+
+
+def kernels(eng, steps: int = 4) -> None:
+    """The kernels of a step as the profiler sees them (inside the graph too): how many, and
+    where the time goes. Hundreds of short ones mean launch gaps; one long one, that kernel."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CUDA] if torch.cuda.is_available() else [ProfilerActivity.CPU]
+    with torch.inference_mode(), profile(activities=activities) as prof:
+        for _ in range(steps):
+            eng.runner.run()
+        sync()
+    cuda = torch.cuda.is_available()
+    spent = (lambda e: e.self_device_time_total) if cuda else (lambda e: e.self_cpu_time_total)  # noqa: E731
+    rows = [e for e in prof.key_averages() if e.device_type.name == ("CUDA" if cuda else "CPU") and spent(e) > 0]
+    total = sum(spent(e) for e in rows) or 1
+    top = sorted(rows, key=lambda e: -spent(e))[:6]
+    print(f"  its kernels: {sum(e.count for e in rows) / steps:.0f} a step, {total / steps / 1e3:.3f} ms of "
+          f"{'kernel' if cuda else 'op'} time a step; most: "
+          + "; ".join(f"{e.key[:48]} x{e.count // steps} {spent(e) / total:.0%}"
+                                            for e in top), flush=True)
+
+
 def part_decode(run: Run) -> None:
     """Decode tokens/s at batch 1 and 16, ours and HF's static-cache generate; the roofline."""
     size, tok, items, device = run.size, run.tok, run.items, run.device
@@ -213,6 +258,7 @@ def part_decode(run: Run) -> None:
         print(f"ours (decoder=static, {ours.b._static.mode}) decode, batch {batch}: {rates[('ours', batch)]:.1f} "
               f"tokens/s ({wall:.2f} s for the call, {stats['decode_s']:.2f} s in the step loop; the first call "
               f"with its compile and capture {warm:.1f} s)", flush=True)
+        step_alone(ours, weight_bytes, bw)
     print(f"ours: peak GPU memory {peak(reset=True):.2f} GiB", flush=True)
     hf = ours.b.model  # the same weights, HF's own generate
     hf.generation_config.eos_token_id = None
