@@ -49,10 +49,10 @@ def test_timeout_kills_the_whole_process_group(tmp_path):
         while True:
             pass
     """
-    start = time.monotonic()
     out = run(P("loop", code, timeout=1.0, guard=False))["loop"]
     assert out.status == "timeout" and not out.passed
-    assert time.monotonic() - start < 5
+    # stopped at its limit of CPU time (the clock the verdict uses; wall time depends on the load)
+    assert 1.0 <= out.cpu_s < 1.5, out.cpu_s
     time.sleep(0.3)
     marker.unlink(missing_ok=True)
     time.sleep(0.3)
@@ -101,4 +101,4 @@ def test_output_files_swapped_for_fifos_are_read_through_descriptors():
     start = time.monotonic()
     out = run(P("fifo", code, guard=False))["fifo"]
     assert out.status == "failed" and out.stdout_tail == "before the swap\n"
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 30  # a reader blocked on a fifo would wait for ever; 30 s holds at any load
