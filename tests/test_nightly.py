@@ -68,6 +68,22 @@ def flow_run_names() -> list[str]:
     return [r.name for r in runs]
 
 
+def night_links() -> list[tuple[str, str | None]]:
+    """Every night's task runs: each one's name and the name of the flow run it links to (its model's)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterParentTaskRunId,
+                                                TaskRunFilter, TaskRunFilterFlowRunId)
+
+    with get_client(sync_client=True) as client:
+        nights = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["nightly-leaderboard"])))
+        links = client.read_task_runs(task_run_filter=TaskRunFilter(
+            flow_run_id=TaskRunFilterFlowRunId(any_=[n.id for n in nights])))
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            parent_task_run_id=FlowRunFilterParentTaskRunId(any_=[t.id for t in links])))
+    named = {r.parent_task_run_id: r.name for r in runs}
+    return [(t.name, named.get(t.id)) for t in links]
+
+
 def replayed(path: Path, solutions: list[str], right: set[int]) -> None:
     """Saved generations of HumanEval/0..3: the canonical solution where `right`, else `return None`."""
     path.write_text("".join(json.dumps({"task_id": f"HumanEval/{i}", "completion": solutions[i] if i in right else
@@ -167,6 +183,11 @@ def test_every_night_keeps_its_own_history_file_and_its_own_run_name(nights):
     names = flow_run_names()
     assert len(names) == len(set(names)) >= 3, names
     assert all(re.fullmatch(r"nightly-models-\d{4}-\d\d-\d\dT\d{6}Z-[0-9a-f]{8}", n) for n in names), names
+    # each model's task run in a night's run graph is named as its evaluate run (the model's), not `evaluate-0`
+    links = night_links()
+    assert links and all(link == run for link, run in links), links
+    assert {re.sub(r"-[0-9a-f]{6}$", "", link) for link, _ in links} == {
+        "reference-humaneval-mbpp", "weak-model-humaneval", "oracle-subset-humaneval", "broken-model-humaneval"}, links
 
 
 def test_a_failed_model_is_on_the_leaderboard_with_its_whole_root_cause(nights):

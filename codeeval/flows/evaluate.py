@@ -24,6 +24,7 @@ from codeeval.core.results import RunResults
 from codeeval.executors.pool import POOL
 from codeeval.flows.guard import enforce, worker_policy
 from codeeval.flows.launchers import launcher
+from codeeval.flows.links import name_own_link
 from codeeval.flows.logs import explain_failures
 from codeeval.flows.stages import StageFailed
 from codeeval.pipeline import failures
@@ -88,6 +89,7 @@ def _shard_failure(layout: artifacts.RunLayout, run: _Run) -> ShardFailure:
 # chains bound the real concurrency; the pool only has to hold them all
 @flow(name="evaluate", flow_run_name=_run_name, task_runner=ThreadPoolTaskRunner(max_workers=16))
 def evaluate(config: RunConfig) -> RunResults:
+    name_own_link()  # the nightly's subflow: its task run there reads as this run, not `evaluate-0`
     try:
         if (policy := worker_policy()) is not None:  # a deployment run: the worker decides (flows/guard.py)
             config = policy.anchored(config)

@@ -27,6 +27,7 @@ from codeeval.core.errors import Explained
 from codeeval.executors import SandboxSpec
 from codeeval.executors.pool import POOL
 from codeeval.flows.guard import enforce, from_deployment, worker_policy
+from codeeval.flows.links import name_link
 from codeeval.flows.logs import explain_failures
 from codeeval.generation import LOADS_WEIGHTS, BackendSpec, devices
 from codeeval.pipeline.policy import shard_request
@@ -134,14 +135,12 @@ POLL_S = 2.0  # how often a shard's run is read while this task waits on it
 
 
 def _followed(run, run_name: str):
-    """The shard's flow run, once final. run_deployment links it to this run through a task run
-    of its own that the server names at random (`objective-ladybug` in the run graph): it is
-    named as the shard at once, then the run is waited for as run_deployment would."""
+    """The shard's flow run, once final: its link named as the shard at once (flows/links.py), then
+    the run waited for as run_deployment would."""
     from prefect.client.orchestration import get_client
 
     with get_client(sync_client=True) as client:
-        if run.parent_task_run_id:
-            client.set_task_run_name(run.parent_task_run_id, run_name)
+        name_link(run.parent_task_run_id, run_name, client)
         while not (run.state and run.state.is_final()):
             time.sleep(POLL_S)
             run = client.read_flow_run(run.id)
