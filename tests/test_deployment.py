@@ -76,6 +76,7 @@ def _watch(srv: Server, params: dict) -> subprocess.CompletedProcess:
     result = srv.cli("deployment", "run", "evaluate/evaluate", "--watch", "--params", json.dumps(params))
     n = len(list(srv.tmp.glob("watch-*.txt")))
     (srv.tmp / f"watch-{n}.txt").write_text(result.stdout + result.stderr)
+    assert result.stdout.count("Beginning flow run") == 1, result.stdout[-3000:]  # the server's one record, once
     return result
 
 
@@ -309,12 +310,18 @@ def test_the_laptop_path_of_the_deployment_docs_runs_as_written(tmp_path):
     try:
         code = proc.wait(timeout=1200)
         out = log.read_text()  # before the server goes: the workers then log its absence
+        workers = "".join(path.read_text(errors="replace") for path in (tmp_path / "prefect-home").glob("worker-*.log"))
         srv = Server(env={**env, "PREFECT_API_URL": f"http://127.0.0.1:{port}/api"}, tmp=tmp_path, project=project,
                      database="sqlite")
         if code == 0:
             srv.authorize()
             shards = {r["parameters"]["backend"]["kind"]: r["work_pool_name"]
                       for r in srv.flow_runs(name={"any_": ["generate-humaneval-shard-000"]})}
+            (night,) = srv.flow_runs(name={"like_": "nightly-models-"})
+            stored = srv.api("/logs/filter", {"logs": {"flow_run_id": {"any_": [night["id"]]}}})
+            links = {t["id"]: t["name"] for t in srv.api("/task_runs/filter",
+                                                         {"flow_runs": {"id": {"any_": [night["id"]]}}})}
+            evaluated = srv.flow_runs(parent_task_run_id={"any_": list(links)})
     finally:
         os.killpg(proc.pid, 15)  # the server and the workers the commands left in the background
         time.sleep(STOP_S)
@@ -323,6 +330,15 @@ def test_the_laptop_path_of_the_deployment_docs_runs_as_written(tmp_path):
         except ProcessLookupError:
             pass
     assert code == 0 and "Flow run finished successfully" in out, out[-4000:]
+    # the night's first line, stored once by the server, is on the terminal once: the watch's
+    # (the workers write to their own logs, not to the terminal that watches)
+    assert [log["message"] for log in stored].count(f"Beginning flow run '{night['name']}' for flow "
+                                                    "'nightly-leaderboard'") == 1, stored[:3]
+    assert out.count("Beginning flow run") == 1, out[-6000:]
+    # each model's link in the night's run graph is named as its evaluate run, from the model: not `evaluate-0`
+    assert sorted(links[run["parent_task_run_id"]] for run in evaluated) == sorted(run["name"] for run in evaluated)
+    assert sorted(re.sub(r"-[0-9a-f]{6}$", "", name) for name in links.values()) == [
+        "SmolLM2-135M-Instruct-humaneval", "reference-humaneval", "replayed-example-humaneval"], links
     # weights on the gpu pool; the saved generations and the reference on the cpu pool (no gpu worker held)
     assert shards == {"transformers": "gpu", "replay": "cpu", "reference": "cpu"}, shards
     # the night's --watch ends with every model's scores, then Prefect's own two lines
@@ -331,7 +347,7 @@ def test_the_laptop_path_of_the_deployment_docs_runs_as_written(tmp_path):
     for model, score in (("reference", r"1\.0000"), (".cache/models/SmolLM2-135M-Instruct", r"\d\.\d{4}"),
                          ("replayed-example", r"0\.6000")):
         assert re.search(rf"{re.escape(model)} humaneval pass@1 = {score} ± \d\.\d{{4}} \(5 problems\)", flat), tail
-    after = [ln for ln in tail.splitlines()[1:] if ln.startswith(("▪", "●"))]  # the watch; workers log here too
+    after = [ln for ln in tail.splitlines()[1:] if ln.startswith(("▪", "●"))]  # the watch's lines, not the scores'
     assert after and all("Completed" in ln for ln in after), tail
     board = project / "runs" / "leaderboard"  # the worker's storage: runs/ in its directory
     html = (board / "index.html").read_text()
@@ -341,5 +357,6 @@ def test_the_laptop_path_of_the_deployment_docs_runs_as_written(tmp_path):
 
     rows = {r["model"]: r["value"] for r in pq.read_table(board / "leaderboard.parquet").to_pylist() if r["primary"]}
     assert rows["reference"] == 1.0 and rows["replayed-example"] == 0.6  # 3 of its 5 programs are right
-    errors = [line for line in out.splitlines() if re.search(r"\|\s*ERROR\s*\||^Traceback", line)]
+    assert "Beginning subflow run 'reference-humaneval-" in workers  # the runs' lines are in the workers' logs
+    errors = [line for line in (out + workers).splitlines() if re.search(r"\|\s*ERROR\s*\||^Traceback", line)]
     assert not errors, "\n".join(errors[:20])
