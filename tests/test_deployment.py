@@ -335,6 +335,11 @@ def test_the_laptop_path_of_the_deployment_docs_runs_as_written(tmp_path):
     assert [log["message"] for log in stored].count(f"Beginning flow run '{night['name']}' for flow "
                                                     "'nightly-leaderboard'") == 1, stored[:3]
     assert out.count("Beginning flow run") == 1, out[-6000:]
+    # a line as each model starts and ends: the minute the night takes is not silent
+    flat = " ".join(out.split())
+    for i, model in enumerate(("reference", ".cache/models/SmolLM2-135M-Instruct", "replayed-example"), 1):
+        assert f"model {i} of 3: {model} on humaneval" in flat and f"model {i} of 3 done: {model} humaneval" in flat, \
+            out[-6000:]
     # each model's link in the night's run graph is named as its evaluate run, from the model: not `evaluate-0`
     assert sorted(links[run["parent_task_run_id"]] for run in evaluated) == sorted(run["name"] for run in evaluated)
     assert sorted(re.sub(r"-[0-9a-f]{6}$", "", name) for name in links.values()) == [

@@ -56,12 +56,14 @@ def nightly_leaderboard(models_file: str, output_dir: Optional[str] = None, runs
     rows: list[LeaderboardRow] = []
     reused: dict[str, dict] = {}
     failed: dict[str, str] = {}
-    for config in configs:
+    for i, config in enumerate(configs, 1):  # a line as each model starts and ends: a night's progress
+        log.info("model %d of %d: %s on %s", i, len(configs), config.model, ", ".join(config.tasks))
         try:
             results = evaluate(config)
         except Exception as exc:  # noqa: BLE001 - one model's failure must not cost the others
             failed[config.model] = nightly.failure_cause(exc)
-            log.warning("%s failed: its cause ends this run's log; the next model goes on", config.model)
+            log.warning("model %d of %d: %s failed: its cause ends this run's log; the next model goes on",
+                        i, len(configs), config.model)
             rows += nightly.failed_rows(previous, config.model, config.tasks, failed[config.model], date)
             continue
         try:  # what tomorrow's paired comparison reads, kept as it is tonight
@@ -69,7 +71,9 @@ def nightly_leaderboard(models_file: str, output_dir: Optional[str] = None, runs
         except OSError as exc:
             samples = None
             log.warning("%s: its samples were not kept (no paired comparison): %s", config.model, exc)
-        rows += nightly.rows_of(results, date, samples)
+        mine = nightly.rows_of(results, date, samples)
+        rows += mine
+        log.info("model %d of %d done: %s", i, len(configs), nightly.scores_text([config.model], mine, {}).strip())
         reused[config.model] = {task: reuse_json(detail.reused) for task, detail in results.tasks.items()}
 
     delta = nightly.changes(previous, rows)
