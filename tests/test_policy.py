@@ -4,6 +4,7 @@ The same refusals on a real server, through workers, are tests/test_team_securit
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -37,6 +38,28 @@ def test_an_ordinary_run_inside_the_roots_passes(site):
                        output_dir="team-run", n_workers=2)
     assert refused(env, config) == []
     assert WorkerPolicy.from_env(env).anchored(config).output_dir == str(store / "team-run")
+
+
+def test_relative_output_files_land_in_each_runs_own_directory(site):
+    """Two runs that both save generations.json and metrics.json (another model; the same model with
+    other params) keep their own: each inside its run directory, not at the storage root that every
+    run shares; an absolute path or a URL stays as the caller gave it."""
+    data, store, _, env = site
+    policy = WorkerPolicy.from_env(env)
+    base = RunConfig(model="reference", tasks=["humaneval"], allow_code_execution=True, data_dir=str(data),
+                     save_generations=True, metric_output_path="out/metrics.json")
+    runs = [base, replace(base, model="replayed", load_generations_path=str(data / "g.json")), replace(base, limit=3)]
+    anchored = [policy.anchored(c) for c in runs]
+    for config, run in zip(runs, anchored):
+        assert run.save_generations_path == str(store / config.run_id / "generations.json")
+        assert run.metric_output_path == str(store / config.run_id / "out" / "metrics.json")
+        assert policy.refusals(config_request(run)) == []
+    assert len({r.metric_output_path for r in anchored}) == 3
+    named = policy.anchored(replace(base, output_dir="team-run"))
+    assert named.save_generations_path == str(store / "team-run" / "generations.json")
+    own = replace(base, save_generations_path=str(store / "g.json"), metric_output_path="s3://bucket/m.json")
+    assert policy.anchored(own).save_generations_path == str(store / "g.json")
+    assert policy.anchored(own).metric_output_path == "s3://bucket/m.json"
 
 
 @pytest.mark.parametrize("change,phrase", [

@@ -3,12 +3,14 @@ paths rebased between hosts, files put in the store after their atomic write and
 missing; and a whole run through the CLI whose results land in the store."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 from codeeval.core import artifacts, storage
+from codeeval.core.results import RunResults
 from codeeval.pipeline.config import RunConfig
 
 
@@ -41,7 +43,10 @@ def test_without_a_url_nothing_is_copied(tmp_path, monkeypatch):
     assert storage.fetch(path) == path and storage.localize(str(path)) == str(path)
 
 
-def test_a_run_writes_its_results_to_the_store(tmp_path, data_dir, prefect_api):
+def test_a_run_writes_its_results_to_the_store(tmp_path, data_dir, prefect_api, monkeypatch):
+    """And the leaderboard's copies of it, as two nights on two hosts keep them: both copies reach the
+    store, the second host compares with the first night's copy from the store, and its pruning of
+    that copy reaches the store too."""
     store = tmp_path / "store"
     env = {**__import__("os").environ, "CODEEVAL_STORAGE": store.as_uri(), "CODEEVAL_CACHE": str(tmp_path / "cache")}
     done = subprocess.run([sys.executable, "-m", "codeeval", "run", "--model", "reference", "--tasks", "humaneval",
@@ -55,3 +60,28 @@ def test_a_run_writes_its_results_to_the_store(tmp_path, data_dir, prefect_api):
     assert stored == {"humaneval/problems.parquet", "humaneval/generations/shard-00000.parquet",
                       "humaneval/generations/shard-00001.parquet", "humaneval/executions/shard-00000.parquet",
                       "humaneval/executions/shard-00001.parquet"}
+
+    from codeeval.reporting import nightly, paired
+
+    monkeypatch.setenv("CODEEVAL_STORAGE", store.as_uri())
+    run = RunResults.from_json(json.loads(results.read_text()))
+    nights = []
+    for host, night in (("cache", "2026-11-24T020000Z"), ("host-b", "2026-11-25T020000Z")):
+        monkeypatch.setenv("CODEEVAL_CACHE", str(tmp_path / host))
+        board = storage.shared(nightly.BOARD)
+        here = dataclasses.replace(run, run_dir=storage.localize(run.run_dir))  # the run as this host sees it
+        nights.append(nightly.rows_of(here, night[:10], paired.keep_samples(board, night, here)))
+    copies = store / "leaderboard" / "samples"
+
+    def copy(night: str) -> list[str]:
+        folder = copies / night / run.run_id
+        return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+    assert copy("2026-11-24T020000Z") == copy("2026-11-25T020000Z") == sorted(
+        ["results.json", "run.json", "humaneval/metrics.json", *stored])
+    first = board / nights[0][0].samples
+    assert not first.exists()  # host-b holds only its own night
+    (compared,) = [p for p in paired.compare_nights(board, nights[1], nights[0], {}) if p.against == paired.PREVIOUS]
+    assert compared.result is not None and compared.result.a == compared.result.b == 1.0, compared.why
+    assert paired.prune(board, [nights[1]]) == [first]
+    assert [p.name for p in copies.iterdir()] == ["2026-11-25T020000Z"]

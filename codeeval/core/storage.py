@@ -67,6 +67,27 @@ def publish(path: Path) -> None:
         fs.put_file(str(path), key)
 
 
+def remove(path: Path) -> None:
+    """Take the file or folder `path` out of the store too (a no-op without a store, or where it holds
+    none): what a host prunes must not come back to the next host that fetches."""
+    if (remote := _remote(path)) is not None:
+        fs, key = remote
+        if fs.exists(key):
+            fs.rm(key, recursive=True)
+
+
+def folders(path: Path) -> list[Path]:
+    """The folders the store holds directly under the folder `path` (other hosts' too), as this host's
+    paths; [] without a store."""
+    if (remote := _remote(path)) is None:
+        return []
+    fs, key = remote
+    if not fs.isdir(key):
+        return []
+    return [path / info["name"].rstrip("/").rsplit("/", 1)[-1] for info in fs.ls(key, detail=True)
+            if info.get("type") == "directory"]
+
+
 def fetch(path: Path) -> Path:
     """`path`, copied from the store first when this host has no copy and the store has one."""
     path = Path(path)

@@ -10,7 +10,9 @@ worker's own environment (docs/security.md, "Team server"):
       any-path                  paths outside the roots below
       over-caps                 memory, worker counts and program limits over the caps below
   CODEEVAL_STORAGE              the root that runs write under (codeeval/core/storage.py; without
-                                it, runs/ in the worker's directory, and no other output path)
+                                it, runs/ in the worker's directory, and no other output path); a
+                                relative output_dir lands under it, a relative metric_output_path or
+                                save_generations_path inside the run's own directory
   CODEEVAL_DATA_ROOTS           directories a run may read (data, saved generations, local models,
                                 Source_Code), separated by ':'; the storage root is readable too
   CODEEVAL_WORKER_MAX_WORKERS   sandbox workers a run may ask for (default: the host's cores)
@@ -77,17 +79,22 @@ class WorkerPolicy:
                    int(env.get(MAX_WORKERS_ENV) or os.cpu_count() or 1),
                    int(env.get(MAX_MEMORY_ENV) or Limits().memory_mb))
 
-    def output(self, path: Optional[str]) -> Optional[str]:
-        """An output path of a deployment run: a relative one is taken under the storage root."""
+    def output(self, path: Optional[str], base: Optional[Path] = None) -> Optional[str]:
+        """An output path of a deployment run: a relative one is taken under `base`, else the storage
+        root; an absolute one or a URL is the caller's own choice, kept as given."""
         if not path or "://" in path or Path(path).is_absolute():
             return path
-        return str(self.storage_root / path)
+        return str((base or self.storage_root) / path)
 
     def anchored(self, config: RunConfig) -> RunConfig:
-        """`config` with its relative output paths under the storage root."""
-        return dataclasses.replace(config, output_dir=self.output(config.output_dir),
-                                   metric_output_path=self.output(config.metric_output_path),
-                                   save_generations_path=self.output(config.save_generations_path))
+        """`config` with its relative output_dir under the storage root, and its relative
+        metric_output_path and save_generations_path inside the run's own directory: the storage
+        root is every run's, so two runs that both save `generations.json` would overwrite each other."""
+        config = dataclasses.replace(config, output_dir=self.output(config.output_dir))
+        # where the run lives: its output_dir, else <root>/<run_id> as storage.run_dir puts it
+        run_dir = Path(config.output_dir) if config.output_dir else self.storage_root / config.run_id
+        return dataclasses.replace(config, metric_output_path=self.output(config.metric_output_path, run_dir),
+                                   save_generations_path=self.output(config.save_generations_path, run_dir))
 
     def refusals(self, request: Request) -> list[str]:
         """One phrase per thing this worker refuses (empty: the run may go on)."""

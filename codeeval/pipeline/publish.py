@@ -50,7 +50,8 @@ def run_document(config: RunConfig, plans: Mapping[str, PlannedTask], version: s
 def save_bigcode_generations(config: RunConfig, layout: artifacts.RunLayout, name: str,
                              n_shards: int) -> Path:
     """`<save_generations_path stem>_<task>.json`: one list of programs per problem, the format
-    --load_generations_path reads back (bigcode's --save_generations)."""
+    --load_generations_path reads back (bigcode's --save_generations). A deployment run's relative
+    path is inside its run directory already (pipeline/policy.py WorkerPolicy.anchored)."""
     problems, _ = read_problems(layout.problems(name))
     by_task: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for i in range(n_shards):
@@ -58,10 +59,8 @@ def save_bigcode_generations(config: RunConfig, layout: artifacts.RunLayout, nam
             by_task[row["task_id"]].append((row["sample"], row["completion"]))
     data = [[c for _, c in sorted(by_task[p.task_id])] for p in problems]
     base, ext = os.path.splitext(config.save_generations_path)
-    path = Path(f"{base}_{name}{ext or '.json'}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data), encoding="utf-8")
-    return path
+    # written like every artifact: atomically, and put in the store when CODEEVAL_STORAGE is a URL
+    return artifacts.write_bytes(Path(f"{base}_{name}{ext or '.json'}"), json.dumps(data).encode())
 
 
 def task_summary(plan: PlannedTask, score: Optional[TaskScore], reuse: Reuse, saved: Optional[str],

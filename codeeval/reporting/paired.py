@@ -9,7 +9,8 @@ task's problems, generations and executions Parquet, hard links where the filesy
 a shard is replaced by a rename, never edited, so a link keeps the old night's file for nothing
 until it changes) under samples/<night>/<run_id> in the leaderboard folder; the rows' `samples`
 column names it, relative to that folder (the page links into it). Copies no longer named by the
-last KEEP_NIGHTS nights' rows are removed.
+last KEEP_NIGHTS nights' rows are removed. With CODEEVAL_STORAGE a URL (core/storage.py) the copies
+are put in the store, read from it by a host that lacks them, and removed from it.
 """
 from __future__ import annotations
 
@@ -78,19 +79,27 @@ def _link(source: Path, target: Path) -> None:
         os.link(source, target)
     except OSError:  # another filesystem, or one without hard links
         shutil.copy2(source, target)
+    storage.publish(target)  # in the store beside the page, for whichever host writes the next night
 
 
 def prune(out: Path, recent: Iterable[list[LeaderboardRow]]) -> list[Path]:
-    """Remove the copies under out/samples that no row of `recent` (the last nights) names."""
+    """Remove the copies under out/samples that no row of `recent` (the last nights) names, here and
+    in the store (where other hosts' nights are too)."""
     named = {r.samples for rows in recent for r in rows}
+    samples = out / SAMPLES
+    nights = set(samples.glob("*")) | set(storage.folders(samples))
+    copies = set(samples.glob("*/*")) | {copy for night in nights for copy in storage.folders(night)}
     removed = []
-    for copy in sorted((out / SAMPLES).glob("*/*")):
+    for copy in sorted(copies):
         if copy.relative_to(out).as_posix() not in named:
             shutil.rmtree(copy, ignore_errors=True)
+            storage.remove(copy)
             removed.append(copy)
-    for night in (out / SAMPLES).glob("*"):
-        if night.is_dir() and not any(night.iterdir()):
-            night.rmdir()
+    for night in nights:
+        if not any(copy.parent == night for copy in copies - set(removed)):
+            if night.is_dir() and not any(night.iterdir()):
+                night.rmdir()
+            storage.remove(night)
     return removed
 
 
@@ -104,8 +113,8 @@ def compare_nights(out: Path, rows: list[LeaderboardRow], previous: list[Leaderb
     def compare(task: str, a: str, b: str) -> tuple[Optional[TaskComparison], str]:
         try:
             for rel in (a, b):
-                if (rel, task) not in sides:
-                    sides[rel, task] = load_side(out / rel, task, get_task(task))
+                if (rel, task) not in sides:  # a night another host wrote: its copy from the store
+                    sides[rel, task] = load_side(storage.fetch_dir(out / rel), task, get_task(task))
             check_comparable(task, sides[a, task].problems, sides[b, task].problems)
             return compare_task(task, sides[a, task], sides[b, task]), ""
         except UsageError as exc:
