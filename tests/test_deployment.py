@@ -209,8 +209,10 @@ def test_shards_travel_between_hosts_through_an_fsspec_store(server, data_dir, d
     code (its codeeval one line apart). Generation shards written on the gpu host (a model's weights:
     the small demo model) reach the cpu host's execution shards and score through the store, and so
     does results.json, which names each shard's writer and says that their code differs (so does
-    `--watch`); a nightly run started from the deployment with its defaults writes its page and its
-    model's run into the store too, its shards on both hosts; `codeeval inspect RUN_ID` finds the
+    `--watch`); a nightly run started from the deployment with its defaults writes its page, its
+    samples/ copy and its model's run into the store too, its shards on both hosts; both runs (the same
+    model, other params) save their generations and metrics under the same relative names, and each
+    keeps its own, in its run directory in the store; `codeeval inspect RUN_ID` finds the
     evaluate run and the nightly's run from either host, and from a third."""
     srv = server
     srv.deploy(working_dir=False)  # runs start in a fresh directory: each host imports its own codeeval
@@ -228,9 +230,10 @@ def test_shards_travel_between_hosts_through_an_fsspec_store(server, data_dir, d
         srv.start("worker", "start", "--pool", pool, log=f"worker-{pool}.log",
                   extra_env={"CODEEVAL_STORAGE": store.as_uri(), "CODEEVAL_CACHE": str(srv.tmp / f"host-{pool}"),
                              "HOME": str(srv.tmp / f"home-{pool}"), "CODEEVAL_DATA_ROOTS": roots, **extra})
+    saving = {"save_generations": True, "metric_output_path": "metrics.json"}  # relative: each run's own
     params = {"config": {"model": demo_model_dir, "tasks": ["humaneval"], "allow_code_execution": True,
                          "executor": "local", "data_dir": str(data_dir), "limit": 3, "shard_size": 2,
-                         "generation": {"do_sample": False, "max_new_tokens": 16}}}
+                         "generation": {"do_sample": False, "max_new_tokens": 16}, **saving}}
     result = _watch(srv, params)
     assert result.returncode == 0 and "Completed" in result.stdout, \
         result.stdout[-3000:] + (srv.tmp / "worker-cpu.log").read_text()[-3000:] + \
@@ -260,9 +263,9 @@ def test_shards_travel_between_hosts_through_an_fsspec_store(server, data_dir, d
 
     # the nightly, as the deployment runs it (its defaults: everything under the worker's storage)
     models = srv.project / "storage-night.yaml"
-    models.write_text(f"models:\n  - {{model: {demo_model_dir}, tasks: [mbpp], limit: 2, shard_size: 1, executor: local, "
-                      f"allow_code_execution: true, data_dir: {data_dir}, generation: {{do_sample: false, "
-                      f"max_new_tokens: 16}}}}\n")
+    models.write_text(f"models:\n  - {{model: {demo_model_dir}, tasks: [humaneval], limit: 2, shard_size: 1, "
+                      f"executor: local, allow_code_execution: true, data_dir: {data_dir}, generation: {{do_sample: "
+                      f"false, max_new_tokens: 16}}, save_generations: true, metric_output_path: metrics.json}}\n")
     night = srv.cli("deployment", "run", "nightly-leaderboard/nightly-leaderboard", "--watch",
                     "--params", json.dumps({"models_file": str(models)}))
     assert night.returncode == 0 and "Completed" in night.stdout, \
@@ -274,6 +277,18 @@ def test_shards_travel_between_hosts_through_an_fsspec_store(server, data_dir, d
     (run_id,) = {r["run_id"] for r in pq.read_table(board / "leaderboard.parquet").to_pylist()}
     nightly_run = json.loads((store / run_id / "results.json").read_text())
     assert writers(nightly_run) == {homes["gpu"]: ["generations"] * 2, homes["cpu"]: ["executions"] * 2}
+    # the same model twice, other params, the same relative metric_output_path and save_generations: each
+    # run's files in its own directory, in the store, and named by its results.json
+    for run, problems in ((results.parent.name, 3), (run_id, 2)):
+        written = json.loads((store / run / "results.json").read_text())
+        assert json.loads((store / run / "metrics.json").read_text()) == written
+        saved = written["codeeval"]["tasks"]["humaneval"]["saved_generations"]
+        assert Path(saved).parent.name == run and Path(saved).name == "generations_humaneval.json"
+        assert Path(saved).read_text() == (store / run / "generations_humaneval.json").read_text()
+        assert len(json.loads(Path(saved).read_text())) == problems
+    assert not list(store.glob("*.json"))  # nothing at the root that every run shares
+    (copy,) = (board / "samples").glob(f"*/{run_id}")  # the night's samples/ copy too
+    assert (copy / "results.json").read_bytes() == (store / run_id / "results.json").read_bytes()
     for run, hosts in ((results.parent.name, ("gpu", "cpu", "laptop")), (run_id, ("gpu", "cpu"))):
         for host in hosts:
             found = _inspect(srv, run, store.as_uri(), host)
