@@ -13,6 +13,7 @@ import tempfile
 import urllib.parse
 from pathlib import Path
 
+from codeeval.core import storage
 from codeeval.core.errors import UsageError
 from codeeval.pipeline.config import RunConfig
 
@@ -39,9 +40,17 @@ def check_writable(path: Path, what: str) -> None:
 def check_outputs(config: RunConfig) -> None:
     check_writable(config.run_dir, "output dir")
     if config.metric_output_path:
-        check_writable(Path(config.metric_output_path).parent, "directory of --metric_output_path")
+        check_output(config.metric_output_path, "--metric_output_path")
     if config.save_generations or config.generation_only:
-        check_writable(Path(config.save_generations_path).parent, "directory of --save_generations_path")
+        check_output(config.save_generations_path, "--save_generations_path")
+
+
+def check_output(path: str, flag: str) -> None:
+    """A file the user named: a URL whose protocol this host can write, else a writable directory."""
+    if "://" not in path:
+        check_writable(Path(path).parent, f"directory of {flag}")
+    elif (problem := storage.url_problem(path)) is not None:
+        raise UsageError(f"cannot write {flag} {path}: {problem}")
 
 
 def check_model(config: RunConfig) -> None:

@@ -62,6 +62,10 @@ def test_unwritable_output_dir_and_dead_docker_engine(api_env, data_dir, tmp_pat
     done = subprocess.run([*base, "--output-dir", "/proc/x"], env=api_env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stderr.strip() == \
         "codeeval: error: cannot write to the output dir /proc/x: No such file or directory"
+    done = subprocess.run([*base, "--output-dir", str(tmp_path / "run"), "--metric_output_path", "nosuch://b/m.json"],
+                          env=api_env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.strip() == \
+        "codeeval: error: cannot write --metric_output_path nosuch://b/m.json: Protocol not known: nosuch"
     dead = {**api_env, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
     done = subprocess.run([*base, "--output-dir", str(tmp_path / "run")], env=dead, capture_output=True, text=True,
                           timeout=60)

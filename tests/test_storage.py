@@ -47,15 +47,22 @@ def test_a_run_writes_its_results_to_the_store(tmp_path, data_dir, prefect_api, 
     """And the leaderboard's copies of it, as two nights on two hosts keep them: both copies reach the
     store, the second host compares with the first night's copy from the store, and its pruning of
     that copy reaches the store too."""
-    store = tmp_path / "store"
+    store, elsewhere = tmp_path / "store", tmp_path / "elsewhere"
     env = {**__import__("os").environ, "CODEEVAL_STORAGE": store.as_uri(), "CODEEVAL_CACHE": str(tmp_path / "cache")}
     done = subprocess.run([sys.executable, "-m", "codeeval", "run", "--model", "reference", "--tasks", "humaneval",
                            "--limit", "3", "--shard_size", "2", "--executor", "local", "--allow_code_execution",
-                           "--data-dir", str(data_dir)], capture_output=True, text=True, env=env, timeout=600,
+                           "--data-dir", str(data_dir), "--save_generations", "--save_generations_path",
+                           f"{elsewhere.as_uri()}/out/gens.json", "--metric_output_path",
+                           f"{elsewhere.as_uri()}/out/m.json"], capture_output=True, text=True, env=env, timeout=600,
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     (results,) = store.rglob("results.json")
     assert json.loads(results.read_text())["humaneval"] == {"pass@1": 1.0}
+    # outputs named by URL: written there, as given, and named so by results.json
+    assert (elsewhere / "out" / "m.json").read_bytes() == results.read_bytes()
+    assert len(json.loads((elsewhere / "out" / "gens_humaneval.json").read_text())) == 3
+    saved = json.loads(results.read_text())["codeeval"]["tasks"]["humaneval"]["saved_generations"]
+    assert saved == f"{elsewhere.as_uri()}/out/gens_humaneval.json"
     stored = {p.relative_to(results.parent).as_posix() for p in results.parent.rglob("*.parquet")}
     assert stored == {"humaneval/problems.parquet", "humaneval/generations/shard-00000.parquet",
                       "humaneval/generations/shard-00001.parquet", "humaneval/executions/shard-00000.parquet",

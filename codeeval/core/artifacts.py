@@ -172,6 +172,15 @@ def write_bytes(path: Path, data: bytes) -> Path:
     return path
 
 
+def write_output(path: str, data: bytes) -> str:
+    """An output file the user named (--metric_output_path, --save_generations_path): at a URL it is
+    written there; a path is written like every artifact (atomically, and put in the store when it
+    is under the storage's mirror)."""
+    if "://" in path:
+        return storage.write_url(path, data)
+    return str(write_bytes(Path(path), data))
+
+
 def write_json(path: Path, data: Any) -> Path:
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as fh:

@@ -67,6 +67,31 @@ def publish(path: Path) -> None:
         fs.put_file(str(path), key)
 
 
+def url_problem(target: str) -> Optional[str]:
+    """Why the URL `target` cannot be written (a protocol fsspec does not know, or whose package is
+    not installed), in one line; None when it can."""
+    import fsspec
+
+    try:
+        fsspec.core.url_to_fs(target)
+    except (ImportError, ValueError) as exc:
+        return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return None
+
+
+def write_url(target: str, data: bytes) -> str:
+    """`data` as the file at the URL `target`: an output the user named by URL (--metric_output_path
+    s3://bucket/m.json) goes there as given, through no mirror."""
+    import fsspec
+
+    fs, key = fsspec.core.url_to_fs(target)
+    if "/" in key.rstrip("/"):
+        fs.makedirs(key.rsplit("/", 1)[0], exist_ok=True)
+    with fs.open(key, "wb") as fh:
+        fh.write(data)
+    return target
+
+
 def remove(path: Path) -> None:
     """Take the file or folder `path` out of the store too (a no-op without a store, or where it holds
     none): what a host prunes must not come back to the next host that fetches."""

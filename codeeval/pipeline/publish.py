@@ -5,7 +5,6 @@ import dataclasses
 import json
 import os
 from collections import defaultdict
-from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from codeeval import __version__
@@ -48,7 +47,7 @@ def run_document(config: RunConfig, plans: Mapping[str, PlannedTask], version: s
 
 
 def save_bigcode_generations(config: RunConfig, layout: artifacts.RunLayout, name: str,
-                             n_shards: int) -> Path:
+                             n_shards: int) -> str:
     """`<save_generations_path stem>_<task>.json`: one list of programs per problem, the format
     --load_generations_path reads back (bigcode's --save_generations). A deployment run's relative
     path is inside its run directory already (pipeline/policy.py WorkerPolicy.anchored)."""
@@ -59,8 +58,7 @@ def save_bigcode_generations(config: RunConfig, layout: artifacts.RunLayout, nam
             by_task[row["task_id"]].append((row["sample"], row["completion"]))
     data = [[c for _, c in sorted(by_task[p.task_id])] for p in problems]
     base, ext = os.path.splitext(config.save_generations_path)
-    # written like every artifact: atomically, and put in the store when CODEEVAL_STORAGE is a URL
-    return artifacts.write_bytes(Path(f"{base}_{name}{ext or '.json'}"), json.dumps(data).encode())
+    return artifacts.write_output(f"{base}_{name}{ext or '.json'}", json.dumps(data).encode())
 
 
 def task_summary(plan: PlannedTask, score: Optional[TaskScore], reuse: Reuse, saved: Optional[str],
@@ -96,7 +94,7 @@ def publish(config: RunConfig, layout: artifacts.RunLayout, plans: Mapping[str, 
     artifacts.write_json(layout.run_json, run_document(config, plans, version))
     saved = {}
     if config.save_generations or config.generation_only:
-        saved = {name: str(save_bigcode_generations(config, layout, name, len(plan.shards)))
+        saved = {name: save_bigcode_generations(config, layout, name, len(plan.shards))
                  for name, plan in plans.items()}
     results = RunResults(
         metrics={name: score.metrics for name, score in scores.items()}, config=bigcode_config(config),
@@ -107,6 +105,6 @@ def publish(config: RunConfig, layout: artifacts.RunLayout, plans: Mapping[str, 
                                              set(reuse[name].generate_reused)))
                for name, plan in plans.items()})
     artifacts.write_json(layout.results, results.to_json())
-    if config.metric_output_path:
-        artifacts.write_json(Path(config.metric_output_path), results.to_json())
+    if config.metric_output_path:  # results.json as written, also there
+        artifacts.write_output(config.metric_output_path, layout.results.read_bytes())
     return results
