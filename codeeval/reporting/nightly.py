@@ -223,7 +223,7 @@ def history_path(out: Path, night: str) -> Path:
 def previous_night(out: Path, previous: list[LeaderboardRow]) -> Optional[str]:
     """The night the changes are since, as "2026-11-26 02:00 UTC": its history file's time (two
     nights of one date are told apart), else the newest date of the previous leaderboard."""
-    snapshots = sorted((out / HISTORY).glob("leaderboard-*.parquet"))
+    snapshots = sorted(storage.fetch_dir(out / HISTORY).glob("leaderboard-*.parquet"))  # other hosts' nights too
     if snapshots:
         return f"{short_night(night_of(snapshots[-1]))} UTC"
     return max((r.date for r in previous), default=None)
