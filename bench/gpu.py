@@ -175,7 +175,7 @@ class Run:
         self.size = dict(batch=4 if ns.smoke else 16, new=12 if ns.smoke else 128, prompts=6 if ns.smoke else 164,
                          n=2 if ns.smoke else 20, greedy_new=10 if ns.smoke else 64, per_call=3 if ns.smoke else 8)
         # the GPU defaults, named so that --smoke runs them on the CPU (compiled there too)
-        self.options = [("decoder", "static"), ("compile", "1")]
+        self.options = [("decoder", "static"), ("compile", "1")] + [tuple(o.split("=", 1)) for o in ns.option]
         self.precision = "fp32" if ns.smoke else "bf16"
         self.tmp = tempfile.TemporaryDirectory(prefix="codeeval-gpu-")
         arch = "llama-tiny" if ns.smoke else ns.arch
@@ -363,6 +363,9 @@ def main(argv=None) -> int:
     ap.add_argument("--model", help="an HF model directory instead of random weights (its own tokenizer)")
     ap.add_argument("--parts", default=",".join(PARTS), help="which parts, in order (default: all)")
     ap.add_argument("--budget-s", type=float, default=420, help="parts not started by then are skipped")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a backend option for our runs, as --backend_option takes it (e.g. compile_mode="
+                         "max-autotune-no-cudagraphs, check_every=8, batch_rows=128); repeatable")
     ns = ap.parse_args(argv)
     if ns.prepare:
         return prepare()
@@ -377,7 +380,8 @@ def main(argv=None) -> int:
     run = Run(ns)
     name = torch.cuda.get_device_name() if run.device == "cuda" else "cpu"
     print(f"device: {name}; torch {torch.__version__}, transformers {transformers.__version__}; model: "
-          f"{ns.model or ('llama-tiny' if ns.smoke else ns.arch) + ' shape, random weights'}, {run.precision}", flush=True)
+          f"{ns.model or ('llama-tiny' if ns.smoke else ns.arch) + ' shape, random weights'}, {run.precision}; "
+          f"our options: {', '.join(f'{k}={v}' for k, v in run.options)}", flush=True)
     keys = [(seeds.sample_seed(0, f"HumanEval/{i}", s), t) for i in range(100) for s in range(10) for t in (0, 7, 99)]
     got = sampling.uniforms(torch.tensor([k for k, _ in keys], device=run.device),
                             torch.tensor([t for _, t in keys], device=run.device)).tolist()

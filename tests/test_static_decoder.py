@@ -245,6 +245,8 @@ def test_the_backend_option_chooses_the_decoder_and_both_agree(demo_model_dir):
     assert a == b and {r for _, _, r in a} >= {"stop"}
     with pytest.raises(ValueError, match="decoder must be one of static, dynamic"):
         TransformersBackend(BackendSpec("transformers", demo_model_dir, args, options=(("decoder", "paged"),)))
+    with pytest.raises(ValueError, match="compile_mode must be one of default, max-autotune-no-cudagraphs, not 're"):
+        TransformersBackend(BackendSpec("transformers", demo_model_dir, args, options=(("compile_mode", "reduce-overhead"),)))
 
 
 def test_a_model_the_static_cache_cannot_hold_is_decoded_by_the_dynamic_decoder(tokenizer, demo_model_dir, caplog):

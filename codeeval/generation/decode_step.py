@@ -27,10 +27,15 @@ from codeeval.generation.slot_cache import SlotCache
 log = logging.getLogger(__name__)
 
 
-def compiled(fn: Callable) -> Callable:
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")  # none with CUDA graphs of its own
+
+
+def compiled(fn: Callable, mode: str = "default") -> Callable:
     """``torch.compile`` of the forward: Inductor, no CUDA graphs of its own (the step is
-    captured whole), no error when part of the model does not compile (it runs eagerly)."""
-    return torch.compile(fn, dynamic=None, fullgraph=False)
+    captured whole), no error when part of the model does not compile (it runs eagerly).
+    ``max-autotune-no-cudagraphs`` also times Triton's matrix products against cuBLAS's for each
+    shape: minutes more of compiling, for the decode steps of a long run."""
+    return torch.compile(fn, dynamic=None, fullgraph=False, mode=mode)
 
 
 def mark_dynamic(*tensors: torch.Tensor, dims=(0,)) -> None:

@@ -43,6 +43,7 @@ from codeeval.core.fingerprint import model_fingerprint
 from codeeval.generation import model_source
 from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress, token_budget
 from codeeval.generation.decoder import BatchDecoder
+from codeeval.generation.decode_step import COMPILE_MODES
 from codeeval.generation.static_decoder import StaticDecoder, Unsupported
 from codeeval.generation.requests import Job, Renderer, plan_jobs
 
@@ -108,6 +109,10 @@ class TransformersBackend(Backend):
         self.decoder = str(self.options.get("decoder") or ("static" if self.device.type == "cuda" else "dynamic"))
         if self.decoder not in DECODERS:
             raise ValueError(f"backend option decoder must be one of {', '.join(DECODERS)}, not {self.decoder!r}")
+        self.compile_mode = str(self.options.get("compile_mode") or "default")
+        if self.compile_mode not in COMPILE_MODES:
+            raise ValueError(f"backend option compile_mode must be one of {', '.join(COMPILE_MODES)}, "
+                             f"not {self.compile_mode!r}")
         self._static: Optional[StaticDecoder] = None  # kept across shards: its compiled step and cache
 
     # -- interface -------------------------------------------------------------------
@@ -229,7 +234,8 @@ class TransformersBackend(Backend):
                 self.model, self.tokenizer, self.args, self.device, self.eos_ids, self.pad_id, slots=self._slots,
                 check_every=int(self.options.get("check_every", 4)),
                 compile=_flag(self.options.get("compile", on_gpu)), graph=_flag(self.options.get("cuda_graph", True)),
-                prefill_tokens=int(self.options.get("prefill_tokens", 4096 if on_gpu else 1024)))
+                prefill_tokens=int(self.options.get("prefill_tokens", 4096 if on_gpu else 1024)),
+                compile_mode=self.compile_mode)
         try:
             return self._static.decode(ordered, on_end=finished)
         except Unsupported as exc:
