@@ -49,15 +49,8 @@ sys.path.insert(0, str(ROOT))
 DATA = ROOT / ".cache" / "gpu-bench"  # carried to the GPU machine (git-ignored)
 WHEELS = ROOT / ".whl"
 PINNED = ("transformers", "tokenizers", "regex")  # the image has other versions (device README)
-ARCHS = {  # random-weight shapes of public code models (their config.json): throughput and equality only
-    "deepseek-coder-1.3b": dict(hidden_size=2048, intermediate_size=5504, num_hidden_layers=24,
-                                num_attention_heads=16, num_key_value_heads=16),
-    "codellama-7b": dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
-                         num_attention_heads=32, num_key_value_heads=32),
-    "llama-tiny": dict(hidden_size=128, intermediate_size=344, num_hidden_layers=2,
-                       num_attention_heads=4, num_key_value_heads=2),
-}
-BANDWIDTH_GBS = (("h200", 4800), ("h100", 3350), ("a100", 2039), ("l40", 864))  # vendors' figures
+
+from gpu_rig import ARCHS, BANDWIDTH_GBS, Ours, hf_generate, jobs, peak, random_model, step_alone, sync  # noqa: E402
 
 
 def prepare() -> int:
@@ -90,80 +83,6 @@ def problems(limit: int) -> list[dict]:
     return rows[:limit]
 
 
-def random_model(arch: str, dtype, out: Path, device: str) -> Path:
-    """A real architecture with seeded random weights, saved with the tokenizer as an HF directory."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
-
-    tok = AutoTokenizer.from_pretrained(DATA / "tokenizer")
-    cfg = LlamaConfig(vocab_size=len(tok), max_position_embeddings=4096, bos_token_id=tok.bos_token_id,
-                      eos_token_id=tok.eos_token_id, **ARCHS[arch])
-    torch.manual_seed(0)
-    with torch.device(device):  # initialised where it runs: seconds, not minutes
-        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
-
-
-def sync() -> float:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    return time.perf_counter()
-
-
-def peak(reset: bool = False) -> float:
-    if not torch.cuda.is_available():
-        return 0.0
-    gib = torch.cuda.max_memory_allocated() / 2**30
-    if reset:
-        torch.cuda.reset_peak_memory_stats()
-    return gib
-
-
-class Ours:
-    """codeeval's transformers backend on a model directory, fed prepared rows (per-row budgets)."""
-
-    def __init__(self, model_dir: str, precision: str, device: str, options=()):
-        from codeeval.generation import BackendSpec, GenerationArgs
-        from codeeval.generation.transformers_backend import TransformersBackend
-
-        self.GenerationArgs = GenerationArgs
-        args = GenerationArgs(precision=precision)
-        self.b = TransformersBackend(BackendSpec("transformers", model_dir, args, device=device, options=tuple(options)))
-        self.eos = list(self.b.eos_ids)
-
-    def run(self, rows, eos: bool = False, **args):
-        """(results, seconds of the call, the decoder's stats of the call: decode_s, steps, ...)."""
-        self.b.args = self.GenerationArgs(precision=self.b.args.precision, **args)
-        if self.b._static is not None:
-            self.b._static.args = self.b.args
-        self.b.eos_ids[:] = self.eos if eos else []  # the decoders hold this list
-        before = dict(self.b.stats)
-        order = sorted(range(len(rows)), key=lambda i: -len(rows[i].ids))
-        t0 = sync()
-        out = self.b.decode_rows([rows[i] for i in order])
-        wall = sync() - t0
-        results = [None] * len(rows)
-        for i, r in zip(order, out):
-            results[i] = r
-        return results, wall, {k: v - before.get(k, 0) for k, v in self.b.stats.items()}
-
-
-def jobs(tok, items, budgets, n=1):
-    from codeeval.generation.requests import Job
-
-    return [Job(ids=tok(it["prompt"].strip())["input_ids"], budget=b, stops=(), seed_key=(it["task_id"], s))
-            for it, b in zip(items, budgets) for s in range(n)]
-
-
-def hf_generate(model, tok, prompts: list[str], device, **kw) -> list[list[int]]:
-    """HF `generate` on a left-padded batch; the new token ids of each row."""
-    enc = tok(prompts, return_tensors="pt", padding=True).to(device)
-    with torch.no_grad():
-        out = model.generate(**enc, pad_token_id=tok.pad_token_id, **kw)
-    return out[:, enc["input_ids"].shape[1]:].tolist()
-
-
 class Run:
     """What the parts share: sizes, the model, the clock."""
 
@@ -180,7 +99,7 @@ class Run:
         self.tmp = tempfile.TemporaryDirectory(prefix="codeeval-gpu-")
         arch = "llama-tiny" if ns.smoke else ns.arch
         dtype = torch.float32 if ns.smoke else torch.bfloat16
-        self.model_dir = ns.model or str(random_model(arch, dtype, Path(self.tmp.name) / "model", self.device))
+        self.model_dir = ns.model or str(random_model(arch, dtype, Path(self.tmp.name) / "model", self.device, DATA / "tokenizer"))
         self.tok = AutoTokenizer.from_pretrained(self.model_dir, padding_side="left")
         self.items = problems(max(self.size["prompts"], self.size["batch"]))
         self.results: dict[str, object] = {}
@@ -196,49 +115,6 @@ class Run:
             return True
         print(f"{part}: skipped (--budget-s {self.ns.budget_s:.0f} spent)", flush=True)
         return False
-
-
-def step_alone(ours: Ours, weight_bytes: int, bw: float, steps: int = 64) -> None:
-    """The last run's step replayed alone, without the loop around it: its time, and the bytes it
-    must read (every weight, every slot's L columns of keys and values) over that time. A loop
-    far slower than its step is the host's cost; a step far from the bandwidth is the kernels'."""
-    eng = ours.b._static._engine
-    with torch.inference_mode():  # as the decoder runs it (a plain call on the CPU)
-        t0 = sync()
-        for _ in range(steps):
-            eng.runner.run()
-        each = (sync() - t0) / steps
-    slots, length = eng.cache.slots, eng.cache.length
-    kv = slots * length * ours.b._kv_bytes_per_token()
-    print(f"  its step alone ({ours.b._static.mode}, {slots} slots x {length} columns): {each * 1e3:.3f} ms; "
-          f"{(weight_bytes + kv) / 1e9:.2f} GB to read ({kv / 1e9:.2f} of them keys and values) "
-          f"= {(weight_bytes + kv) / each / 1e12:.2f} TB/s, {(weight_bytes + kv) / each / bw:.0%} of the bandwidth",
-          flush=True)
-    try:
-        kernels(eng)
-    except Exception as exc:  # noqa: BLE001 - a figure that explains, not one the run needs
-        print(f"  its kernels: not profiled ({type(exc).__name__}: {str(exc)[:120]})", flush=True)
-
-
-def kernels(eng, steps: int = 4) -> None:
-    """The kernels of a step as the profiler sees them (inside the graph too): how many, and
-    where the time goes. Hundreds of short ones mean launch gaps; one long one, that kernel."""
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CUDA] if torch.cuda.is_available() else [ProfilerActivity.CPU]
-    with torch.inference_mode(), profile(activities=activities) as prof:
-        for _ in range(steps):
-            eng.runner.run()
-        sync()
-    cuda = torch.cuda.is_available()
-    spent = (lambda e: e.self_device_time_total) if cuda else (lambda e: e.self_cpu_time_total)  # noqa: E731
-    rows = [e for e in prof.key_averages() if e.device_type.name == ("CUDA" if cuda else "CPU") and spent(e) > 0]
-    total = sum(spent(e) for e in rows) or 1
-    top = sorted(rows, key=lambda e: -spent(e))[:6]
-    print(f"  its kernels: {sum(e.count for e in rows) / steps:.0f} a step, {total / steps / 1e3:.3f} ms of "
-          f"{'kernel' if cuda else 'op'} time a step; most: "
-          + "; ".join(f"{e.key[:48]} x{e.count // steps} {spent(e) / total:.0%}"
-                                            for e in top), flush=True)
 
 
 def part_decode(run: Run) -> None:
