@@ -77,8 +77,8 @@ def prepare() -> int:
     return 0
 
 
-def problems(limit: int) -> list[dict]:
-    with gzip.open(DATA / "HumanEval.jsonl.gz", "rt") as fh:
+def problems(path: Path, limit: int) -> list[dict]:
+    with gzip.open(path, "rt") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
     return rows[:limit]
 
@@ -101,7 +101,7 @@ class Run:
         dtype = torch.float32 if ns.smoke else torch.bfloat16
         self.model_dir = ns.model or str(random_model(arch, dtype, Path(self.tmp.name) / "model", self.device, DATA / "tokenizer"))
         self.tok = AutoTokenizer.from_pretrained(self.model_dir, padding_side="left")
-        self.items = problems(max(self.size["prompts"], self.size["batch"]))
+        self.items = problems(Path(ns.humaneval), max(self.size["prompts"], self.size["batch"]))
         self.results: dict[str, object] = {}
         self._ours = None
 
@@ -237,6 +237,7 @@ def main(argv=None) -> int:
     ap.add_argument("--smoke", action="store_true", help="the whole run on the CPU with a tiny model, small sizes")
     ap.add_argument("--arch", choices=sorted(ARCHS), default="deepseek-coder-1.3b")
     ap.add_argument("--model", help="an HF model directory instead of random weights (its own tokenizer)")
+    ap.add_argument("--humaneval", default=str(DATA / "HumanEval.jsonl.gz"), help="HumanEval's problems (jsonl.gz)")
     ap.add_argument("--parts", default=",".join(PARTS), help="which parts, in order (default: all)")
     ap.add_argument("--budget-s", type=float, default=420, help="parts not started by then are skipped")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
@@ -245,7 +246,7 @@ def main(argv=None) -> int:
     ns = ap.parse_args(argv)
     if ns.prepare:
         return prepare()
-    if not (DATA / "HumanEval.jsonl.gz").is_file() or not (ns.model or (DATA / "tokenizer").is_dir()):
+    if not Path(ns.humaneval).is_file() or not (ns.model or (DATA / "tokenizer").is_dir()):
         raise SystemExit(f"bench/gpu.py: {DATA} is missing: run `python bench/gpu.py --prepare` first")
     if not ns.smoke and not torch.cuda.is_available():
         raise SystemExit("bench/gpu.py: no CUDA device (--smoke runs on the CPU)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import random
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -25,6 +26,7 @@ from codeeval.generation.static_decoder import StaticDecoder
 from codeeval.generation.transformers_backend import TransformersBackend
 
 CPU = torch.device("cpu")
+ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = [
     'def add(a, b):\n    """Return the sum of a and b."""\n',
     "import os\n\n\ndef list_files(path):\n    for name in os.listdir(path):\n",
@@ -334,3 +336,19 @@ def test_our_calls_into_transformers_raise_no_deprecation(tokenizer):
         logger.removeHandler(check)
     assert check.ours() == []
     assert any("past_key_values" in message for _, message in check.found)  # the outside call was seen
+
+
+def test_the_gpu_bench_runs_through_on_the_cpu(demo_model_dir, data_dir):
+    """bench/gpu.py is run on a lent GPU once, as it is (docs/generation.md, "On a GPU"): its --smoke
+    run, every part on the CPU with the compiled step, keeps it from dying there of a stale name.
+    Its figures are not checked here (tests do not time); what it says of equality is."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "--smoke", "--model", demo_model_dir,
+                           "--humaneval", str(data_dir / "humaneval" / "HumanEval.jsonl.gz")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert "device uniforms equal to seeds.uniform: 3000/3000" in out
+    assert out.count("(decoder=static, compiled) decode") == 2 and out.count("its step alone (compiled") == 2, out
+    assert out.count("its kernels: ") == 2 and "HF generate(cache_implementation='static'), batch 4" in out, out
+    assert "ours/HF time" in out and out.count("4/4 byte-identical to HF's one-prompt generate") == 2, out
+    assert out.splitlines()[-1].startswith("done_when ") and "greedy_fp32=4/4,4/4 uniforms=True" in out, out
