@@ -1,6 +1,7 @@
 """Shared fixtures: the real benchmark data beside the checkout, a real Prefect API, the
-locally trained test model (built once per session in pytest's temp dir, never in /tmp or ~)
-and SmolLM2's GGUF file (fetched once into the checkout's .cache)."""
+locally trained test model (built once per session in pytest's temp dir, never in /tmp or ~),
+SmolLM2's GGUF file (fetched once into the checkout's .cache) and the package installed from
+its wheel (built and installed once per session, outside the checkout)."""
 from __future__ import annotations
 
 import logging
@@ -70,3 +71,28 @@ def prefect_api():
         yield
     # Prefect logs "stopping server" to a console stream pytest has already closed.
     logging.raiseExceptions = False
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory):
+    """A clean clone of this commit and the wheel built from it, once (wheel_env.build)."""
+    import wheel_env
+
+    return wheel_env.build(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="session")
+def _wheel_install(built_wheel, tmp_path_factory):
+    import wheel_env
+
+    return wheel_env.install(built_wheel, tmp_path_factory.mktemp("package"))
+
+
+@pytest.fixture
+def installed_wheel(_wheel_install):
+    """The session's wheel in its venv (wheel_env.install), shared by the tests of the package as a
+    team installs it: each sees the venv as installed and must leave it so (it fails otherwise)."""
+    package, installed = _wheel_install
+    assert not (changed := package.changes_since(installed)), f"an earlier test changed the shared venv: {changed}"
+    yield package
+    assert not (changed := package.changes_since(installed)), f"this test changed the shared venv: {changed}"

@@ -1,7 +1,8 @@
 """docs/deployment.md's team path from the package alone, run as written: every `bash` block of
 its sections 1 to 5, with no checkout on any "host". The wheel built from this commit's files is
-installed into a fresh venv outside the checkout (torch first, then the wheel with the constraints
-it carries), `codeeval server start` serves on PostgreSQL (tests/team_server.py start_postgres),
+installed into a fresh venv outside the checkout by section 1's block (torch first, then the wheel
+with the constraints it carries; once a session, shared with tests/test_wheel.py: the
+installed_wheel fixture, which fails a test that changes that venv), `codeeval server start` serves on PostgreSQL (tests/team_server.py start_postgres),
 `codeeval deploy` makes the pools and deployments (twice: it is idempotent), and a gpu and a cpu
 worker run from that venv in two homes with caches of their own and one shared storage. Then the
 reference scored through `prefect deployment run --watch`, a broken model explained by its cause,
@@ -23,43 +24,18 @@ from pathlib import Path
 import pytest
 from docker_env import REPO, ensure_images
 from team_server import STOP_S, Server, free_port, start_postgres
-from wheel_env import build_wheel, clean_env, clone
+from wheel_env import clean_env, substitute, team_blocks
 
 pytestmark = pytest.mark.skipif(not (REPO / ".git").exists(), reason="needs the git checkout (its file list)")
 
-HOSTS = ("every host", "the server host", "once, from any host", "each GPU host", "each CPU host",
-         "anywhere with the package")
-
-
-def team_blocks() -> dict[str, str]:
-    """The `bash` blocks of docs/deployment.md's sections 1 to 5, by the host their first line names."""
-    text = (REPO / "docs" / "deployment.md").read_text()
-    team = text.split("## 1. Every host", 1)[1].split("## 6. When a shard fails", 1)[0]
-    blocks = {}
-    for block in re.findall(r"```bash\n(.*?)```", team, re.S):
-        (host,) = [h for h in HOSTS if block.startswith(f"# {h}")]
-        blocks[host] = block
-    assert list(blocks) == list(HOSTS), list(blocks)
-    return blocks
-
-
-def substitute(block: str, replacements: dict[str, str]) -> str:
-    for old, new in replacements.items():
-        block = block.replace(old, new)
-    return "set -euo pipefail\n" + block
-
-
-def test_the_team_path_from_the_wheel_runs_as_written(tmp_path, data_dir, smollm2_dir):
+def test_the_team_path_from_the_wheel_runs_as_written(installed_wheel, tmp_path, data_dir, smollm2_dir):
     started = time.monotonic()
     blocks = team_blocks()
     checkout_image = ensure_images()
-    dist = tmp_path / "dist"
-    dist.mkdir()
-    clone(tmp_path / "clone")
-    build_wheel(tmp_path / "clone", dist)
     shared = tmp_path / "shared"
     shutil.copytree(data_dir, shared / "data", copy_function=os.link)  # the team's data on the shared path
-    venv, prefect_home, port = tmp_path / "opt-codeeval", tmp_path / "prefect-home", free_port()
+    # section 1 ("every host"), run as written once for the session: wheel_env.install
+    venv, prefect_home, port = installed_wheel.venv, tmp_path / "prefect-home", free_port()
     db_setting, stop_db = start_postgres(tmp_path)
     url = f"127.0.0.1:{port}"
     replace = {"/opt/codeeval": str(venv), "/srv/codeeval/prefect": str(prefect_home),
@@ -88,13 +64,9 @@ def test_the_team_path_from_the_wheel_runs_as_written(tmp_path, data_dir, smollm
         return out
 
     try:
-        t0 = time.monotonic()
-        bash("every host", cwd=dist, log="install", extra={"HOME": os.environ.get("HOME", str(tmp_path))})
-        install_s = time.monotonic() - t0
         codeeval = venv / "bin" / "codeeval"
-        where = subprocess.run([venv / "bin" / "python", "-c", "import codeeval; print(codeeval.__file__)"],
-                               cwd=tmp_path, env=clean_env(), capture_output=True, text=True)
-        assert where.stdout.startswith(str(venv)), where.stdout + where.stderr  # not the checkout
+        where = installed_wheel.imported_from(tmp_path)
+        assert where.startswith(str(venv) + "/"), where  # not the checkout
 
         bash("the server host", cwd=tmp_path, log="server", background=True,
              extra={"PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5"})  # the scheduler looks every 5 s
@@ -189,7 +161,8 @@ def test_the_team_path_from_the_wheel_runs_as_written(tmp_path, data_dir, smollm
         assert not slow, f"workers still running {STOP_S:.0f} s after SIGTERM: {slow}"
         errors = srv.log_errors()
         assert not errors, "the server logged errors:\n" + "\n".join(errors[:20])
-        print(f"team path from the wheel: install {install_s:.0f} s, whole test {time.monotonic() - started:.0f} s")
+        print(f"team path from the wheel: install {installed_wheel.install_s:.0f} s (once a session), "
+              f"whole test {time.monotonic() - started:.0f} s")
     finally:
         srv.stop_workers()  # a worker stopped so stops the flow runs it started (each in a session of its own)
         srv.kill_all()

@@ -9,7 +9,6 @@ import os
 import sys
 import tarfile
 import zipfile
-from pathlib import Path
 
 import pytest
 from docker_env import REPO, ensure_images
@@ -18,18 +17,12 @@ from wheel_env import clone, run
 pytestmark = pytest.mark.skipif(not (REPO / ".git").exists(), reason="needs the git checkout (its file list)")
 
 
-@pytest.fixture(scope="module")
-def checkout(tmp_path_factory) -> tuple[Path, list[str]]:
-    """What a clean clone of this commit holds: git's tracked and unignored files, nothing built."""
-    dest = tmp_path_factory.mktemp("clone") / "codeeval"
-    return dest, clone(dest)
-
-
-def test_wheel_and_sdist_hold_every_file_of_the_package(checkout, tmp_path):
-    src, package_files = checkout
-    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp_path, src, cwd=tmp_path)
+def test_wheel_and_sdist_hold_every_file_of_the_package(built_wheel, tmp_path):
+    package_files = built_wheel.package_files
+    src = tmp_path / "clone"  # a clean clone of its own: building the sdist writes into the tree
+    assert clone(src) == package_files
     run(sys.executable, "-c", f"from setuptools import build_meta; build_meta.build_sdist({str(tmp_path)!r})", cwd=src)
-    wheel = zipfile.ZipFile(next(tmp_path.glob("codeeval-*.whl"))).namelist()
+    wheel = zipfile.ZipFile(built_wheel.path).namelist()
     sdist_tar = tarfile.open(next(tmp_path.glob("codeeval-*.tar.gz")))
     sdist = {name.split("/", 1)[1] for name in sdist_tar.getnames() if "/" in name}
     missing_wheel = sorted(set(package_files) - set(wheel))
@@ -45,22 +38,15 @@ def test_wheel_and_sdist_hold_every_file_of_the_package(checkout, tmp_path):
     print(f"wheel: {len(wheel)} files; sdist: {len(sdist)} files")
 
 
-def test_the_installed_wheel_runs_outside_the_checkout(checkout, tmp_path, data_dir):
-    src, _ = checkout
+def test_the_installed_wheel_runs_outside_the_checkout(installed_wheel, tmp_path, data_dir):
     checkout_image = ensure_images()
-    dist = tmp_path / "dist"
-    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", dist, src, cwd=tmp_path)
-    venv = tmp_path / "fresh"
-    run(sys.executable, "-m", "venv", venv, cwd=tmp_path)
-    pip = [venv / "bin" / "python", "-m", "pip", "install", "-q"]
-    run(*pip, "torch==2.13.0", cwd=tmp_path)  # first and pinned: pip never resolves an unpinned torch
-    run(*pip, "-c", src / "constraints.txt", next(dist.glob("codeeval-*.whl")), cwd=tmp_path)
+    venv = installed_wheel.venv  # torch first, then the wheel with the constraints it carries (docs' section 1)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     codeeval = venv / "bin" / "codeeval"
-    where = run(venv / "bin" / "python", "-c", "import codeeval; print(codeeval.__file__)", cwd=elsewhere, env=env)
-    assert where.stdout.strip().startswith(str(venv)), where.stdout  # not the checkout
+    where = installed_wheel.imported_from(elsewhere)
+    assert where.startswith(str(venv) + "/"), where  # not the checkout
 
     tasks = run(codeeval, "tasks", cwd=elsewhere, env=env).stdout
     for name in ("humaneval", "multiple-rs", "ds1000-numpy-completion", "apps-interview", "deveval", "mbppplus"):
