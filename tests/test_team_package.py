@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from docker_env import REPO, ensure_images
 from team_server import STOP_S, Server, free_port, start_postgres
-from wheel_env import clean_env, substitute, team_blocks
+from wheel_env import DOCS_VENV, clean_env, substitute, team_blocks
 
 pytestmark = pytest.mark.skipif(not (REPO / ".git").exists(), reason="needs the git checkout (its file list)")
 
@@ -38,7 +38,7 @@ def test_the_team_path_from_the_wheel_runs_as_written(installed_wheel, tmp_path,
     venv, prefect_home, port = installed_wheel.venv, tmp_path / "prefect-home", free_port()
     db_setting, stop_db = start_postgres(tmp_path)
     url = f"127.0.0.1:{port}"
-    replace = {"/opt/codeeval": str(venv), "/srv/codeeval/prefect": str(prefect_home),
+    replace = {DOCS_VENV: str(venv), "/srv/codeeval/prefect": str(prefect_home),
                "postgresql+asyncpg://prefect:SECRET@db-host:5432/prefect": db_setting[
                    "PREFECT_SERVER_DATABASE_CONNECTION_URL"],
                "/shared/codeeval": str(shared), "cpu-host:4200": url, "--port 4200": f"--port {port}"}
