@@ -1,8 +1,10 @@
 """Bad input: one line on stderr, exit code 2, no traceback, before Prefect starts."""
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -60,3 +62,66 @@ def test_do_sample_reads_true_and_false_as_bigcode_does():
     assert parse() is True and parse("--do_sample") is True
     assert parse("--do_sample", "False") is False and parse("--do_sample", "false") is False
     assert parse("--do_sample", "True") is True
+
+
+NO_MODEL = "/nonexistent/model-dir"  # a model that cannot load: an option error comes before any load
+
+
+@pytest.mark.parametrize("options,message", [
+    (["compile_mod=max-autotune-no-cudagraphs"],
+     "--backend_option compile_mod: not an option of the transformers backend (did you mean compile_mode?); "
+     "its options: decoder, compile, compile_mode,"),
+    (["decoder=static", "check_every=x"], "--backend_option check_every='x': an integer >= 1"),
+])
+def test_a_backend_option_is_checked_before_the_model_loads(options, message):
+    """A misspelled option was ignored, a bad value failed on a GPU worker after the queue and the
+    model load (codeeval/generation/options.py): now one line, exit 2, before anything loads."""
+    started = time.monotonic()
+    result = codeeval("run", "--model", NO_MODEL, "--backend", "transformers", "--tasks", "humaneval",
+                      "--generation_only", *(a for o in options for a in ("--backend_option", o)))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"codeeval: error: {message}"), result.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_a_good_set_of_backend_options_passes_the_check():
+    """Every parser kind given a good value: the run goes on to the next check (the model path)."""
+    result = codeeval("run", "--model", NO_MODEL, "--backend", "transformers", "--tasks", "humaneval",
+                      "--generation_only", *("--backend_option", "decoder=static", "--backend_option", "check_every=2",
+                                             "--backend_option", "compile=off", "--backend_option", "batch_rows=0"))
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"codeeval: error: model path not found: {NO_MODEL}"], result.stderr
+
+
+@pytest.mark.parametrize("kind,options,message", [
+    ("transformers", {"decoder": "paged"}, "--backend_option decoder='paged': one of static, dynamic"),
+    ("transformers", {"cuda_graph": "maybe"}, "--backend_option cuda_graph='maybe': yes or no (1/0, true/false, "),
+    ("transformers", {"prefill_tokens": "0"}, "--backend_option prefill_tokens='0': an integer >= 1"),
+    ("openai", {"concurrency": 0}, "--backend_option concurrency=0: an integer >= 1"),
+    ("openai", {"timeout_s": "soon"}, "--backend_option timeout_s='soon': a number > 0"),
+    ("openai", {"endpoint": "responses"}, "--backend_option endpoint='responses': one of completions, chat"),
+    ("openai", {"max_retries": 2.5}, "--backend_option max_retries=2.5: an integer >= 0"),
+    ("vllm", {"gpu_memory_utilization": "1.5"}, "--backend_option gpu_memory_utilization='1.5': a number > 0 "
+                                                "and <= 1"),
+    ("vllm", {"enforce_eager": "eager"}, "--backend_option enforce_eager='eager': yes or no"),
+    ("openai", {"base_ulr": "http://x"}, "(did you mean base_url?)"),
+    ("reference", {"decoder": "static"}, "--backend_option decoder: the reference backend takes no options"),
+])
+def test_each_parser_kind_refuses_a_bad_value_in_one_line(kind, options, message, tmp_path):
+    """check() is what the CLI and the nightly (each model of models.yaml) run first; values may be
+    YAML's numbers and booleans as well as the CLI's strings."""
+    from codeeval.core.errors import UsageError
+    from codeeval.pipeline.config import RunConfig
+    from codeeval.pipeline.plan import check
+
+    config = RunConfig(model=NO_MODEL, tasks=["humaneval"], backend=kind, generation_only=True,
+                       backend_options=options)
+    with pytest.raises(UsageError) as raised:
+        check(config)
+    assert message in str(raised.value) and "\n" not in str(raised.value), str(raised.value)
+    good = {"transformers": {"decoder": "dynamic", "compile": True, "prompt_lookup": 0, "max_context": "2048"},
+            "openai": {"concurrency": 4, "timeout_s": 0.5, "stream": "false", "api_key_block": "b", "eos_text": ""},
+            "vllm": {"gpu_memory_utilization": 1, "swap_space": "0", "enforce_eager": "yes"}, "reference": {}}
+    (tmp_path / "config.json").write_text("{}")  # a model directory that exists: it passes check()
+    check(dataclasses.replace(config, model=str(tmp_path), backend_options=good[kind]))

@@ -1,5 +1,6 @@
 """docs/usage.md's `codeeval run` table and `codeeval run --help` describe the same flags: a flag
-added, renamed or removed on one side only, or required on one side only, fails here."""
+added, renamed or removed on one side only, or required on one side only, fails here. docs/generation.md's
+backend options table is the declaration in codeeval/generation/options.py."""
 from __future__ import annotations
 
 import re
@@ -45,3 +46,16 @@ def test_required_means_the_same_in_the_docs_and_in_help():
         assert (default == "required") == action.required, (action.option_strings, default)
         conditional = "required unless" in default
         assert conditional == ("required unless" in (action.help or "")), (action.option_strings, default)
+
+
+def test_the_backend_options_table_is_the_declaration():
+    """docs/generation.md's options table is `options.markdown()`, row for row: an option added,
+    renamed or given another default or parser in codeeval/generation/options.py fails here."""
+    from codeeval.generation import BACKENDS, options
+
+    text = (USAGE.parent / "generation.md").read_text()
+    table = options.markdown()
+    assert table in text, "docs/generation.md's options table is stale: paste codeeval.generation.options.markdown()"
+    assert set(options.OPTIONS) == set(BACKENDS)  # every backend declares what it takes, if nothing
+    documented = re.findall(r"^\| (\w+) \| `(\w+)` \|", text, re.M)
+    assert documented == [(k, o.name) for k, opts in options.OPTIONS.items() for o in opts] and len(documented) >= 25

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -245,6 +246,23 @@ def test_a_malformed_models_file_is_one_line(tmp_path):
         load_models(path)
     with pytest.raises(UsageError, match="models file not found"):
         load_models(tmp_path / "missing.yaml")
+
+
+def test_a_bad_backend_option_fails_the_nightly_before_its_first_model_runs(data_dir, tmp_path):
+    """The second model's misspelled option (models.yaml's values are YAML scalars): one line, exit 2,
+    before the API boots or the first model (a good one) runs anything."""
+    models = tmp_path / "models.yaml"
+    models.write_text(f"defaults: {{data_dir: {data_dir}, allow_code_execution: true, executor: local, limit: 1}}\n"
+                      "models:\n  - model: reference\n    tasks: [humaneval]\n"
+                      "  - model: gpt-x\n    backend: openai\n    tasks: [humaneval]\n"
+                      "    backend_options: {concurrency: 4, max_retry: 2}\n")
+    started = time.monotonic()
+    bad = codeeval("nightly", str(models), "--output-dir", "board", cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.splitlines() == [
+        "codeeval: error: --backend_option max_retry: not an option of the openai backend (did you mean "
+        "max_retries?); its options: base_url, api_key, api_key_block, endpoint, concurrency, max_retries, "
+        "timeout_s, stream, backoff_s, max_stop, eos_text"], bad.stderr
+    assert time.monotonic() - started < 60 and sorted(p.name for p in tmp_path.iterdir()) == ["models.yaml"]
 
 
 def chromium(*args: str, cwd: Path) -> str:

@@ -321,3 +321,21 @@ def test_base_url_and_key_from_env(server, monkeypatch):
     b = OpenAIBackend(BackendSpec("openai", "m", GenerationArgs(do_sample=False, max_new_tokens=8)))
     assert b.base_url == server.url and b.api_key == "sk-test"
     assert b.fingerprint().startswith("openai:http://127.0.0.1")
+
+
+def test_options_are_read_through_the_declaration(server, monkeypatch):
+    """codeeval/generation/options.py: the defaults as before, YAML's numbers and booleans read as
+    the CLI's strings, a bad value or a name the backend does not take refused at once."""
+    monkeypatch.setenv("CODEEVAL_OPENAI_CONCURRENCY", "3")
+    args = GenerationArgs(do_sample=False, max_new_tokens=8)
+    b = OpenAIBackend(BackendSpec("openai", "m", args, options=(("base_url", server.url),)))
+    assert (b.endpoint, b.concurrency, b.max_retries, b.timeout_s, b.stream, b.backoff_s, b.max_stop, b.eos) == (
+        "completions", 3, 6, 120.0, True, 1.0, 4, None)
+    b = OpenAIBackend(spec(server, args, concurrency=2, stream=False, timeout_s="2.5", endpoint="chat"))
+    assert (b.concurrency, b.stream, b.timeout_s, b.endpoint) == (2, False, 2.5, "chat")
+    with pytest.raises(ValueError, match=r"^backend option concurrency must be an integer >= 1, not '0'$"):
+        OpenAIBackend(spec(server, args, concurrency="0"))
+    with pytest.raises(ValueError, match=r"^backend option stream must be yes or no"):
+        OpenAIBackend(spec(server, args, stream="sometimes"))
+    with pytest.raises(ValueError, match=r"^max_stops is not an option of the openai backend$"):
+        OpenAIBackend(spec(server, args, max_stops="2"))

@@ -212,8 +212,15 @@ def test_vllm_backend_against_a_stub_engine(monkeypatch, demo_model_dir, problem
     from codeeval.generation.vllm_backend import VLLMBackend
 
     args = GenerationArgs(do_sample=False, max_length_generation=40, precision="bf16")
-    b = VLLMBackend(BackendSpec("vllm", demo_model_dir, args, options=(("tensor_parallel_size", "2"),)))
+    b = VLLMBackend(BackendSpec("vllm", demo_model_dir, args, options=(("enforce_eager", "on"),
+                                                                        ("tensor_parallel_size", "2"))))
     assert calls["init"]["dtype"] == "bfloat16" and calls["init"]["tensor_parallel_size"] == 2
+    # parsed by codeeval/generation/options.py; an option not given is left to vLLM's own default
+    assert calls["init"]["enforce_eager"] is True and calls["init"]["gpu_memory_utilization"] == 0.9
+    assert "swap_space" not in calls["init"] and "max_model_len" not in calls["init"]
+    with pytest.raises(ValueError, match="backend option swap_space must be a number >= 0, not '-1'"):
+        VLLMBackend(BackendSpec("vllm", demo_model_dir, args, options=(("swap_space", "-1"),)))
+    assert calls["engines"] == 1  # refused before an engine starts
     task = make_task(problems)
     reqs = requests_for(problems, 2, STOPS)
     outs = b.generate(task, problems, reqs)
@@ -252,6 +259,23 @@ def test_vllm_backend_against_a_stub_engine(monkeypatch, demo_model_dir, problem
     b.close()
     assert b.llm is None and engine() is None
     b.close()  # twice is fine
+
+
+def test_options_are_read_through_the_declaration_before_the_model_loads(demo_model_dir):
+    """codeeval/generation/options.py: a name the backend does not take or a bad value is refused
+    before any load (the model path does not exist), and the defaults are the machine's."""
+    missing = "/nonexistent/model-dir"
+    with pytest.raises(ValueError, match=r"^compile_mod is not an option of the transformers backend$"):
+        TransformersBackend(BackendSpec("transformers", missing, options=(("compile_mod", "default"),)))
+    with pytest.raises(ValueError, match=r"^backend option check_every must be an integer >= 1, not 'x'$"):
+        TransformersBackend(BackendSpec("transformers", missing, options=(("check_every", "x"),)))
+    b = backend(demo_model_dir, do_sample=False)  # on a CPU
+    assert (b.decoder, b.compile_mode, b.options["check_every"], b.options["step_tokens"]) == (
+        "dynamic", "default", 4, 48)
+    assert b._default_drafts() == 10 and b.context == b.model.config.max_position_embeddings
+    b = TransformersBackend(BackendSpec("transformers", demo_model_dir, GenerationArgs(do_sample=False),
+                                        options=(("batch_rows", 3), ("max_context", "64"), ("prompt_lookup", "0"))))
+    assert b._rows_per_batch(10) == 3 and b.context == 64 and b.options["prompt_lookup"] == 0
 
 
 def test_batch_size_counts_the_largest_budget_of_the_batch(demo_model_dir):

@@ -27,9 +27,6 @@ from codeeval.generation.slot_cache import SlotCache
 log = logging.getLogger(__name__)
 
 
-COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")  # none with CUDA graphs of its own
-
-
 def compiled(fn: Callable, mode: str = "default") -> Callable:
     """``torch.compile`` of the forward: Inductor, no CUDA graphs of its own (the step is
     captured whole), no error when part of the model does not compile (it runs eagerly).

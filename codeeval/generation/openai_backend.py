@@ -5,30 +5,9 @@ llama.cpp's server, ``transformers serve``, TGI's Messages API, ...). Standard l
 side (streaming, the stall timeout, retries, concurrency that backs off) is
 codeeval/generation/api_client.py, the request journal codeeval/generation/journal.py.
 
-Settings come from ``BackendSpec.options`` (the CLI maps its flags onto them), then the
-environment, then defaults:
-
-=================  ============================  ===========================================
-option             environment                   meaning
-=================  ============================  ===========================================
-base_url           OPENAI_BASE_URL               default https://api.openai.com/v1
-api_key            OPENAI_API_KEY                sent as ``Authorization: Bearer ...``
-endpoint                                         ``completions`` or ``chat`` (default: chat
-                                                 with --apply_chat_template, else completions)
-concurrency        CODEEVAL_OPENAI_CONCURRENCY   requests in flight at once, at most (default
-                                                 8; halved while the server queues them)
-max_retries                                      retries of 429, 5xx, network errors and
-                                                 stalls (6)
-timeout_s                                        seconds the server may send nothing on every
-                                                 request in flight before they are closed and
-                                                 sent again (120; doubles after each stall)
-stream                                           ``true`` (default) or ``false``: answers as
-                                                 server-sent events, a token a sign of life
-backoff_s                                        first retry delay, doubled each time (1.0)
-max_stop                                         stop strings sent to the server (default 4,
-                                                 OpenAI's limit; the rest are cut locally by
-                                                 the benchmark's post-processing)
-=================  ============================  ===========================================
+Settings come from ``BackendSpec.options`` (the CLI maps its flags onto them; declared with their
+defaults in codeeval/generation/options.py, listed in docs/generation.md), then the environment
+(OPENAI_BASE_URL, OPENAI_API_KEY, CODEEVAL_OPENAI_CONCURRENCY), then defaults.
 
 The budget is ``--max_new_tokens`` when given, else ``--max_length_generation`` (the
 server holds the tokenizer, so the prompt cannot be subtracted here). Sampled requests
@@ -49,7 +28,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
-from codeeval.generation import chat
+from codeeval.generation import chat, options
 from codeeval.generation.api_client import Client, HTTPError  # noqa: F401 - HTTPError: what a failed call raises
 from codeeval.generation.api_pace import Cancelled
 from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress
@@ -66,21 +45,18 @@ class OpenAIBackend(Backend):
     def __init__(self, spec):
         self.spec = spec
         self.args = spec.args
-        opts = dict(spec.options)
-        self.base_url = (opts.get("base_url") or os.environ.get("OPENAI_BASE_URL")
+        opts = options.parse(self.name, spec.options)  # codeeval/generation/options.py
+        self.base_url = (opts["base_url"] or os.environ.get("OPENAI_BASE_URL")
                          or "https://api.openai.com/v1").rstrip("/")
-        self.api_key = opts.get("api_key") or os.environ.get("OPENAI_API_KEY") or ""
-        default_ep = "chat" if self.args.apply_chat_template else "completions"
-        self.endpoint = opts.get("endpoint", default_ep)
-        if self.endpoint not in ("completions", "chat"):
-            raise ValueError(f"endpoint must be 'completions' or 'chat', not {self.endpoint!r}")
-        self.concurrency = max(1, int(opts.get("concurrency") or os.environ.get("CODEEVAL_OPENAI_CONCURRENCY") or 8))
-        self.max_retries = int(opts.get("max_retries", 6))
-        self.timeout_s = float(opts.get("timeout_s", 120))
-        self.stream = str(opts.get("stream", "true")).lower() not in ("false", "0", "no")
-        self.backoff_s = float(opts.get("backoff_s", 1.0))
-        self.max_stop = int(opts.get("max_stop", 4))
-        self.eos = opts.get("eos_text") or None
+        self.api_key = opts["api_key"] or os.environ.get("OPENAI_API_KEY") or ""
+        self.endpoint = opts["endpoint"] or ("chat" if self.args.apply_chat_template else "completions")
+        self.concurrency = opts["concurrency"] or max(1, int(os.environ.get("CODEEVAL_OPENAI_CONCURRENCY") or 8))
+        self.max_retries = opts["max_retries"]
+        self.timeout_s = opts["timeout_s"]
+        self.stream = opts["stream"]
+        self.backoff_s = opts["backoff_s"]
+        self.max_stop = opts["max_stop"]
+        self.eos = opts["eos_text"] or None
         # no tokenizer here: a completions prompt is plain or --instruction_tokens (the server
         # would have to apply a chat template); the chat endpoint sends the instruction
         self.renderer = Renderer(self.args, spec.model, None, chat_template=False,

@@ -42,8 +42,8 @@ from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core.fingerprint import model_fingerprint
 from codeeval.generation import model_source
 from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress, token_budget
+from codeeval.generation import options
 from codeeval.generation.decoder import BatchDecoder
-from codeeval.generation.decode_step import COMPILE_MODES
 from codeeval.generation.static_decoder import StaticDecoder, Unsupported
 from codeeval.generation.requests import Job, Renderer, plan_jobs
 
@@ -63,7 +63,6 @@ def default_device(spec_device: Optional[str]) -> torch.device:
 
 
 DRAFT_TOKENS = 10  # prompt-lookup draft tokens a row may propose per step, on a CPU (option prompt_lookup)
-DECODERS = ("static", "dynamic")  # option decoder
 
 
 class TransformersBackend(Backend):
@@ -74,7 +73,7 @@ class TransformersBackend(Backend):
 
         self.spec = spec
         self.args = args = spec.args
-        self.options = dict(spec.options)
+        self.options = options.parse(self.name, spec.options)  # codeeval/generation/options.py
         if args.precision not in DTYPES:
             raise ValueError(f"--precision must be fp32, fp16 or bf16, not {args.precision!r}")
         dtype = DTYPES[args.precision]
@@ -100,19 +99,14 @@ class TransformersBackend(Backend):
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (
             self.eos_ids[0] if self.eos_ids else 0)
         cfg = model.config
-        self.context = self.options.get("max_context") or getattr(cfg, "max_position_embeddings", None) \
+        self.context = self.options["max_context"] or getattr(cfg, "max_position_embeddings", None) \
             or getattr(cfg, "n_positions", None) or getattr(cfg, "n_ctx", None)
         self.context = int(self.context) if self.context else None
         self._fingerprint = model_fingerprint(spec.model, args.revision)
         self.renderer = Renderer(args, spec.model, self.tokenizer)
         self.stats: dict[str, int] = {}  # decode steps and prompt-lookup drafts, summed over batches
-        self.decoder = str(self.options.get("decoder") or ("static" if self.device.type == "cuda" else "dynamic"))
-        if self.decoder not in DECODERS:
-            raise ValueError(f"backend option decoder must be one of {', '.join(DECODERS)}, not {self.decoder!r}")
-        self.compile_mode = str(self.options.get("compile_mode") or "default")
-        if self.compile_mode not in COMPILE_MODES:
-            raise ValueError(f"backend option compile_mode must be one of {', '.join(COMPILE_MODES)}, "
-                             f"not {self.compile_mode!r}")
+        self.decoder = self.options["decoder"] or ("static" if self.device.type == "cuda" else "dynamic")
+        self.compile_mode = self.options["compile_mode"]
         self._static: Optional[StaticDecoder] = None  # kept across shards: its compiled step and cache
 
     # -- interface -------------------------------------------------------------------
@@ -141,7 +135,7 @@ class TransformersBackend(Backend):
     def _rows_per_batch(self, max_len: int) -> int:
         if self.args.max_batch_rows:
             return max(1, self.args.max_batch_rows)
-        rows = int(self.options.get("batch_rows", 0) or 0)
+        rows = self.options["batch_rows"]
         if rows:
             return rows
         if self.device.type == "cuda":
@@ -213,8 +207,8 @@ class TransformersBackend(Backend):
     def _decode_batch(self, batch: list[Job]) -> list[tuple[str, int, str]]:
         """Left-padded batched decoding with per-row stopping (codeeval/generation/decoder.py)."""
         decoder = BatchDecoder(self.model, self.tokenizer, self.args, self.device, self.eos_ids, self.pad_id,
-                               draft_tokens=int(self.options.get("prompt_lookup", self._default_drafts())),
-                               step_tokens=int(self.options.get("step_tokens", 48)))
+                               draft_tokens=_given(self.options["prompt_lookup"], self._default_drafts()),
+                               step_tokens=self.options["step_tokens"])
         try:
             return decoder.decode(batch)
         finally:
@@ -232,9 +226,9 @@ class TransformersBackend(Backend):
             on_gpu = self.device.type == "cuda"
             self._static = StaticDecoder(
                 self.model, self.tokenizer, self.args, self.device, self.eos_ids, self.pad_id, slots=self._slots,
-                check_every=int(self.options.get("check_every", 4)),
-                compile=_flag(self.options.get("compile", on_gpu)), graph=_flag(self.options.get("cuda_graph", True)),
-                prefill_tokens=int(self.options.get("prefill_tokens", 4096 if on_gpu else 1024)),
+                check_every=self.options["check_every"], compile=_given(self.options["compile"], on_gpu),
+                graph=self.options["cuda_graph"],
+                prefill_tokens=_given(self.options["prefill_tokens"], 4096 if on_gpu else 1024),
                 compile_mode=self.compile_mode)
         try:
             return self._static.decode(ordered, on_end=finished)
@@ -253,7 +247,7 @@ class TransformersBackend(Backend):
         GPU no more than make the cache read per step 4x the weights (each step reads every
         slot's L columns; past that, more slots add little throughput and a longer tail)."""
         rows = self._rows_per_batch(length)
-        if self.device.type != "cuda" or self.args.max_batch_rows or self.options.get("batch_rows"):
+        if self.device.type != "cuda" or self.args.max_batch_rows or self.options["batch_rows"]:
             return rows
         weights = sum(p.numel() * p.element_size() for p in self.model.parameters())
         return max(1, min(rows, max(16, 4 * weights // max(1, self._kv_bytes_per_token() * length))))
@@ -274,13 +268,7 @@ class TransformersBackend(Backend):
             torch.cuda.empty_cache()
 
 
-def _flag(value) -> bool:
-    """A boolean backend option: 1/0, true/false, yes/no, on/off (or a bool)."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"a yes/no backend option, not {value!r}")
+
+def _given(value, default):
+    """An option's value, or the default this machine gives it (options.py declares it None)."""
+    return default if value is None else value

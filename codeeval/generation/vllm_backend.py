@@ -8,8 +8,8 @@ by vLLM and kept in the output (``include_stop_str_in_output``), special tokens 
 as bigcode keeps them, and identical greedy requests are generated once. Request
 preparation is shared with the transformers backend (codeeval/generation/requests.py).
 
-Options (``BackendSpec.options``): tensor_parallel_size, gpu_memory_utilization,
-max_model_len, enforce_eager, swap_space.
+Options (``BackendSpec.options``): declared in codeeval/generation/options.py, listed in
+docs/generation.md.
 
 Several GPUs: one engine spreads over them with ``tensor_parallel_size``;
 :func:`codeeval.generation.devices.plan` never splits a vLLM run into per-device shards
@@ -23,7 +23,7 @@ from typing import Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core.fingerprint import model_fingerprint
-from codeeval.generation import model_source
+from codeeval.generation import model_source, options
 from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress, token_budget
 from codeeval.generation.requests import Job, Renderer, plan_jobs
 from codeeval.generation.seeds import sample_seed
@@ -46,22 +46,19 @@ class VLLMBackend(Backend):
     name = "vllm"
 
     def __init__(self, spec):
+        opts = options.parse(self.name, spec.options)  # codeeval/generation/options.py
         vllm = _import_vllm()
         self.vllm = vllm
         self.spec = spec
         self.args = a = spec.args
-        opts = dict(spec.options)
         model = model_source.resolve(spec.model).single_file()  # a GGUF model is one file for vLLM
         kwargs = dict(model=model, revision=a.revision, trust_remote_code=a.trust_remote_code,
                       dtype=VLLM_DTYPES.get(a.precision, a.precision), seed=a.seed,
-                      tensor_parallel_size=int(opts.get("tensor_parallel_size", 1)),
-                      gpu_memory_utilization=float(opts.get("gpu_memory_utilization", 0.9)))
-        if opts.get("max_model_len"):
-            kwargs["max_model_len"] = int(opts["max_model_len"])
-        if opts.get("enforce_eager"):
-            kwargs["enforce_eager"] = str(opts["enforce_eager"]).lower() in ("1", "true", "yes")
-        if opts.get("swap_space"):
-            kwargs["swap_space"] = float(opts["swap_space"])
+                      tensor_parallel_size=opts["tensor_parallel_size"],
+                      gpu_memory_utilization=opts["gpu_memory_utilization"])
+        for name in ("max_model_len", "enforce_eager", "swap_space"):  # else vLLM's own default
+            if opts[name] is not None:
+                kwargs[name] = opts[name]
         if spec.device and spec.device.startswith("cuda:"):
             _pin_device(spec.device)
         self.llm = vllm.LLM(**kwargs)

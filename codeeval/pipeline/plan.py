@@ -16,7 +16,7 @@ from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec
 from codeeval.core.errors import UsageError
 from codeeval.core.fingerprint import digest
 from codeeval.executors import SANDBOXES, Limits, SandboxSpec
-from codeeval.generation import BACKENDS, LOADS_WEIGHTS, BackendSpec, backend_class, model_source
+from codeeval.generation import BACKENDS, LOADS_WEIGHTS, BackendSpec, backend_class, model_source, options
 from codeeval.pipeline.config import RunConfig
 
 
@@ -44,6 +44,10 @@ def check(config: RunConfig) -> None:
         raise UsageError("a task is listed twice in --tasks")
     if config.backend_kind not in BACKENDS:
         raise UsageError(f"unknown backend {config.backend_kind!r}; choose from {', '.join(BACKENDS)}")
+    try:  # the backend reads them through the same table, on a worker, minutes later
+        options.parse(config.backend_kind, config.backend_options)
+    except options.OptionError as exc:
+        raise UsageError(exc.usage) from None
     if config.backend_kind in LOADS_WEIGHTS:
         model_source.resolve(config.model)  # a missing .gguf file or an ambiguous GGUF directory
     if config.executor not in SANDBOXES:

@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from codeeval.generation import BackendSpec
-
-BLOCK_OPTION = "api_key_block"
+from codeeval.generation.options import API_KEY_BLOCK as BLOCK_OPTION
 
 
 def with_secrets(spec: BackendSpec) -> BackendSpec:

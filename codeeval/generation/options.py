@@ -1,0 +1,187 @@
+"""The backend options (`--backend_option KEY=VALUE`, `backend_options:` in models.yaml), declared
+once per backend: name, parser, default, a few words of help.
+
+Why one table: `plan.check` refuses a misspelled name or a bad value in one line before any work
+(a backend is built on a GPU worker, minutes later), and the backends read their options through
+the same table (`parse`), so a name, default or parser lives here only. Importable without torch,
+transformers or vllm; docs/generation.md's options table is `markdown()` (tests/test_docs_usage.py).
+A default of None means the backend decides at run time (by device, environment or model); its
+`default` text says how. Values may be strings (the CLI) or YAML scalars (a nightly's models.yaml).
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
+
+DECODERS = ("static", "dynamic")
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")  # none with CUDA graphs of its own
+ENDPOINTS = ("completions", "chat")
+API_KEY_BLOCK = "api_key_block"  # read by codeeval/tasks/secrets.py where the shard runs, never sent
+_YES, _NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+
+
+class OptionError(ValueError):
+    """A backend option the backend does not take, or a value its parser refuses. `str()` is the
+    backend's message (a ValueError, as a constructor raises); `usage` the CLI's one line."""
+
+    def __init__(self, message: str, usage: str):
+        super().__init__(message)
+        self.usage = usage
+
+
+@dataclass(frozen=True)
+class Parser:
+    """Turns a given value into the backend's; `what` is what it accepts, said to the user."""
+
+    what: str
+    convert: Callable[[str], Any]  # raises ValueError on a value outside `what`
+
+    def __call__(self, value: Any) -> Any:
+        return self.convert("" if value is None else str(value).strip())
+
+
+def integer(low: int) -> Parser:
+    def convert(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise ValueError(text)
+        return value
+    return Parser(f"an integer >= {low}", convert)
+
+
+def number(low: float, high: Optional[float] = None, low_open: bool = False) -> Parser:
+    def convert(text: str) -> float:
+        value = float(text)
+        if value != value or (value <= low if low_open else value < low) or (high is not None and value > high):
+            raise ValueError(text)
+        return value
+    where = f"> {low:g}" if low_open else f">= {low:g}"
+    return Parser(f"a number {where}" + (f" and <= {high:g}" if high is not None else ""), convert)
+
+
+def _flag(text: str) -> bool:
+    if text.lower() in _YES:
+        return True
+    if text.lower() in _NO:
+        return False
+    raise ValueError(text)
+
+
+FLAG = Parser("yes or no (1/0, true/false, yes/no, on/off)", _flag)
+TEXT = Parser("a text", lambda text: text)
+
+
+def choice(values: tuple[str, ...]) -> Parser:
+    def convert(text: str) -> str:
+        if text not in values:
+            raise ValueError(text)
+        return text
+    return Parser(f"one of {', '.join(values)}", convert)
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    parser: Parser
+    default: Any  # None: the backend decides at run time, as `default_text` says
+    help: str
+    default_text: str = ""
+
+    def shown_default(self) -> str:
+        if self.default_text:
+            return self.default_text
+        return {True: "yes", False: "no"}.get(self.default, str(self.default)) if self.default is not None else ""
+
+
+OPTIONS: dict[str, tuple[Option, ...]] = {
+    "transformers": (
+        Option("decoder", choice(DECODERS), None, "static: continuous batching over a static KV cache and "
+               "CUDA graphs; dynamic: batches that shrink as rows end, prompt lookup",
+               "static on a GPU, dynamic on a CPU"),
+        Option("compile", FLAG, None, "torch.compile the static decoder's forward", "yes on a GPU, no on a CPU"),
+        Option("compile_mode", choice(COMPILE_MODES), "default", "Inductor's mode for `compile` "
+               "(max-autotune-no-cudagraphs: minutes more of compiling; a mode with CUDA graphs of its own is "
+               "refused, since the whole step is captured)"),
+        Option("cuda_graph", FLAG, True, "capture the static decoder's step as a CUDA graph"),
+        Option("check_every", integer(1), 4, "static decoder: steps between host checks for stop strings"),
+        Option("prefill_tokens", integer(1), None, "static decoder: padded prompt tokens a prefill takes",
+               "4096 on a GPU, 1024 on a CPU"),
+        Option("batch_rows", integer(0), 0, "rows of a batch or slots of the static decoder "
+               "(`--max_batch_rows` wins)", "0: by free memory"),
+        Option("prompt_lookup", integer(0), None, "dynamic decoder: draft tokens a row may propose per step "
+               "(0: off)", "10 on a CPU, 0 on a GPU"),
+        Option("step_tokens", integer(0), 48, "dynamic decoder with prompt lookup: positions a step scores "
+               "beyond one per row"),
+        Option("max_context", integer(1), None, "the model's context in tokens", "the model config's"),
+    ),
+    "openai": (
+        Option("base_url", TEXT, None, "the server (also `--base_url`)",
+               "OPENAI_BASE_URL, else https://api.openai.com/v1"),
+        Option("api_key", TEXT, None, "sent as `Authorization: Bearer ...` (also `--api_key`; a deployment run "
+               "refuses it)", "OPENAI_API_KEY"),
+        Option(API_KEY_BLOCK, TEXT, None, "a Prefect Secret block holding the key, read where generation runs"),
+        Option("endpoint", choice(ENDPOINTS), None, "the API the requests go to",
+               "chat with --apply_chat_template, else completions"),
+        Option("concurrency", integer(1), None, "requests in flight at most (halved while the server queues "
+               "them)", "CODEEVAL_OPENAI_CONCURRENCY, else 8"),
+        Option("max_retries", integer(0), 6, "retries of 408/409/425/429/5xx, network errors and stalls"),
+        Option("timeout_s", number(0, low_open=True), 120.0, "seconds the server may send nothing on every "
+               "request in flight before they are sent again (doubles after each stall)"),
+        Option("stream", FLAG, True, "answers as server-sent events, a token a sign of life"),
+        Option("backoff_s", number(0), 1.0, "first retry delay in seconds, doubled each time, with jitter"),
+        Option("max_stop", integer(0), 4, "stop strings sent to the server (OpenAI's limit; post-processing "
+               "cuts at the rest)"),
+        Option("eos_text", TEXT, None, "the model's eos text, cut from answers like a stop string", "none"),
+    ),
+    "vllm": (
+        Option("tensor_parallel_size", integer(1), 1, "GPUs one engine spreads over"),
+        Option("gpu_memory_utilization", number(0, 1, low_open=True), 0.9, "share of GPU memory vLLM takes"),
+        Option("max_model_len", integer(1), None, "the context in tokens", "the model's"),
+        Option("enforce_eager", FLAG, None, "no CUDA graphs", "vLLM's (no)"),
+        Option("swap_space", number(0), None, "CPU swap space per GPU, GiB", "vLLM's"),
+    ),
+    "reference": (),
+    "replay": (),
+}
+
+
+def declared(kind: str) -> dict[str, Option]:
+    return {o.name: o for o in OPTIONS.get(kind, ())}
+
+
+Given = Union[Mapping[str, Any], Iterable[tuple[str, Any]]]
+
+
+def parse(kind: str, given: Given) -> dict[str, Any]:
+    """Every option of the `kind` backend: the given ones parsed, the others at their defaults.
+    Raises OptionError on a name the backend does not take or a value its parser refuses."""
+    table = declared(kind)
+    values = {name: option.default for name, option in table.items()}
+    for name, value in (given.items() if isinstance(given, Mapping) else given):
+        option = table.get(name)
+        if option is None:
+            raise OptionError(f"{name} is not an option of the {kind} backend", _unknown(kind, name, table))
+        try:
+            values[name] = option.parser(value)
+        except ValueError:
+            raise OptionError(f"backend option {name} must be {option.parser.what}, not {value!r}",
+                              f"--backend_option {name}={value!r}: {option.parser.what}") from None
+    return values
+
+
+def _unknown(kind: str, name: str, table: dict[str, Option]) -> str:
+    if not table:
+        return f"--backend_option {name}: the {kind} backend takes no options"
+    close = difflib.get_close_matches(name, table, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"--backend_option {name}: not an option of the {kind} backend{hint}; its options: {', '.join(table)}"
+
+
+def markdown() -> str:
+    """docs/generation.md's table of every backend's options."""
+    rows = ["| backend | option | values | default | what it does |", "|---|---|---|---|---|"]
+    for kind, options in OPTIONS.items():
+        for o in options:
+            rows.append(f"| {kind} | `{o.name}` | {o.parser.what} | {o.shown_default()} | {o.help} |")
+    return "\n".join(rows) + "\n"
