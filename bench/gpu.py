@@ -246,6 +246,12 @@ def main(argv=None) -> int:
     ns = ap.parse_args(argv)
     if ns.prepare:
         return prepare()
+    from codeeval.generation import options
+
+    try:  # a lent GPU's one run must not die of a misspelled option after the model is built
+        options.parse("transformers", [(k, v) for k, _, v in (o.partition("=") for o in ns.option)])
+    except options.OptionError as exc:
+        raise SystemExit(f"bench/gpu.py: {exc.usage.replace('--backend_option', '--option', 1)}")
     if not Path(ns.humaneval).is_file() or not (ns.model or (DATA / "tokenizer").is_dir()):
         raise SystemExit(f"bench/gpu.py: {DATA} is missing: run `python bench/gpu.py --prepare` first")
     if not ns.smoke and not torch.cuda.is_available():

@@ -59,3 +59,6 @@ def test_the_backend_options_table_is_the_declaration():
     assert set(options.OPTIONS) == set(BACKENDS)  # every backend declares what it takes, if nothing
     documented = re.findall(r"^\| (\w+) \| `(\w+)` \|", text, re.M)
     assert documented == [(k, o.name) for k, opts in options.OPTIONS.items() for o in opts] and len(documented) >= 25
+    shown = {name: cell for name, cell in re.findall(r"^\| \w+ \| `(\w+)` \| [^|]+ \| ([^|]+) \|", text, re.M)}
+    assert (shown["backoff_s"], shown["tensor_parallel_size"], shown["cuda_graph"], shown["stream"]) == (
+        "1.0", "1", "yes", "yes"), shown  # a number equal to True is not shown as yes

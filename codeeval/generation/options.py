@@ -38,7 +38,7 @@ class Parser:
     convert: Callable[[str], Any]  # raises ValueError on a value outside `what`
 
     def __call__(self, value: Any) -> Any:
-        return self.convert("" if value is None else str(value).strip())
+        return self.convert("" if value is None else str(value))  # a text is kept as given
 
 
 def integer(low: int) -> Parser:
@@ -61,9 +61,10 @@ def number(low: float, high: Optional[float] = None, low_open: bool = False) -> 
 
 
 def _flag(text: str) -> bool:
-    if text.lower() in _YES:
+    word = text.strip().lower()
+    if word in _YES:
         return True
-    if text.lower() in _NO:
+    if word in _NO:
         return False
     raise ValueError(text)
 
@@ -91,7 +92,9 @@ class Option:
     def shown_default(self) -> str:
         if self.default_text:
             return self.default_text
-        return {True: "yes", False: "no"}.get(self.default, str(self.default)) if self.default is not None else ""
+        if isinstance(self.default, bool):  # not a dict lookup: 1 and 1.0 equal True there
+            return "yes" if self.default else "no"
+        return "none" if self.default is None else str(self.default)
 
 
 OPTIONS: dict[str, tuple[Option, ...]] = {
