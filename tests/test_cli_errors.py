@@ -107,6 +107,7 @@ def test_a_good_set_of_backend_options_passes_the_check():
     ("vllm", {"enforce_eager": "eager"}, "--backend_option enforce_eager='eager': yes or no"),
     ("openai", {"base_ulr": "http://x"}, "(did you mean base_url?)"),
     ("reference", {"decoder": "static"}, "--backend_option decoder: the reference backend takes no options"),
+    ("transformers", {"compile\nmode": "1"}, "--backend_option 'compile\\nmode': not an option"),  # a YAML key
 ])
 def test_each_parser_kind_refuses_a_bad_value_in_one_line(kind, options, message, tmp_path):
     """check() is what the CLI and the nightly (each model of models.yaml) run first; values may be

@@ -164,7 +164,7 @@ def parse(kind: str, given: Given) -> dict[str, Any]:
     for name, value in (given.items() if isinstance(given, Mapping) else given):
         option = table.get(name)
         if option is None:
-            raise OptionError(f"{name} is not an option of the {kind} backend", _unknown(kind, name, table))
+            raise OptionError(f"{_shown(name)} is not an option of the {kind} backend", _unknown(kind, name, table))
         try:
             values[name] = option.parser(value)
         except ValueError:
@@ -173,12 +173,18 @@ def parse(kind: str, given: Given) -> dict[str, Any]:
     return values
 
 
-def _unknown(kind: str, name: str, table: dict[str, Option]) -> str:
+def _shown(name: Any) -> str:
+    """A name as a message shows it: itself when plain, else quoted (a YAML key may hold a newline)."""
+    return name if isinstance(name, str) and name.isprintable() and name.strip() == name and name else repr(name)
+
+
+def _unknown(kind: str, name: Any, table: dict[str, Option]) -> str:
     if not table:
-        return f"--backend_option {name}: the {kind} backend takes no options"
-    close = difflib.get_close_matches(name, table, n=1)
+        return f"--backend_option {_shown(name)}: the {kind} backend takes no options"
+    close = difflib.get_close_matches(str(name), table, n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
-    return f"--backend_option {name}: not an option of the {kind} backend{hint}; its options: {', '.join(table)}"
+    return (f"--backend_option {_shown(name)}: not an option of the {kind} backend{hint}; "
+            f"its options: {', '.join(table)}")
 
 
 def markdown() -> str:
