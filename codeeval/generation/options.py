@@ -6,7 +6,7 @@ Why one table: `plan.check` refuses a misspelled name or a bad value in one line
 the same table (`parse`), so a name, default or parser lives here only. Importable without torch,
 transformers or vllm; docs/generation.md's options table is `markdown()` (tests/test_docs_usage.py).
 A default of None means the backend decides at run time (by device, environment or model); its
-`default` text says how. Values may be strings (the CLI) or YAML scalars (a nightly's models.yaml).
+`default_text` says how. Values may be strings (the CLI) or YAML scalars (a nightly's models.yaml).
 """
 from __future__ import annotations
 
