@@ -358,3 +358,33 @@ def test_the_gpu_bench_runs_through_on_the_cpu(demo_model_dir, data_dir):
         "bench/gpu.py: --option compile_mod: not an option of the transformers backend (did you mean compile_mode?); "
         "its options: decoder, compile, compile_mode, cuda_graph, check_every, prefill_tokens, batch_rows, "
         "prompt_lookup, step_tokens, max_context"], bad.stderr
+
+
+def test_a_repo_level_shard_run_before_does_not_cost_the_compiled_step(demo_model_dir, tmp_path):
+    """A worker process that looked up an sdist with pip (a repo-level shard: executors/repo/sdists.py)
+    and then compiles a model's step: pip loads distutils, and had the standard library's copy been
+    the one loaded, Inductor's `import setuptools` would fail and the step would run uncompiled."""
+    index = tmp_path / "index"
+    index.mkdir()
+    script = f"""
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
+from codeeval.executors.repo import sdists
+from codeeval.generation import GenerationArgs
+from codeeval.generation.requests import Job
+from codeeval.generation.static_decoder import StaticDecoder
+
+assert sdists.find_sdist("six") is None  # pip's finder ran, on an empty index
+tok = AutoTokenizer.from_pretrained({demo_model_dir!r})
+torch.manual_seed(0)
+model = AutoModelForCausalLM.from_config(LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)).eval()
+decoder = StaticDecoder(model, tok, GenerationArgs(do_sample=False), torch.device("cpu"), [], 0, slots=lambda n: 2,
+                        compile=True)
+with torch.inference_mode():
+    decoder.decode([Job(ids=tok("def f():")["input_ids"], budget=4, stops=(), seed_key=("T/0", 0))])
+print("mode", decoder.mode)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "PIP_INDEX_URL": index.as_uri(), "PIP_FIND_LINKS": ""})
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "mode compiled", done.stderr[-3000:]

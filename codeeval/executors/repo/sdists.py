@@ -31,15 +31,28 @@ class SdistError(RuntimeError):
     """The sdist could not be fetched or built (the message says which and why)."""
 
 
+def _pip(command: str):
+    """pip's `command`, run in this process. setuptools is imported first: pip loads distutils, and
+    once the standard library's copy is loaded, every later `import setuptools` in the process fails
+    (setuptools' _distutils_hack asserts), torch.compile's C++ build among them: a worker that ran
+    a repo-level shard would then decode without its compiled step."""
+    try:
+        import setuptools  # noqa: F401
+    except ImportError:  # no setuptools: nothing can fail that way
+        pass
+    from pip._internal.commands import create_command
+
+    return create_command(command)
+
+
 def find_sdist(requirement: str) -> Optional[tuple[str, str, str]]:
     """(file name, url, sha256 or "") of the best sdist for `requirement` on pip's configured
     index; None when there is none. pip's internals: the one client that knows the index."""
     from packaging.requirements import Requirement
-    from pip._internal.commands import create_command
 
     req = Requirement(requirement)
     logging.getLogger("pip").setLevel(logging.ERROR)  # its "Location ... is ignored" chatter
-    cmd = create_command("download")
+    cmd = _pip("download")
     options, _ = cmd.parse_args(["--no-binary", ":all:", "--quiet"])
     with cmd.main_context():
         session = cmd.get_default_session(options)
@@ -53,11 +66,9 @@ def find_sdist(requirement: str) -> Optional[tuple[str, str, str]]:
 
 def fetch(url: str, sha256: str, dest: Path) -> Path:
     """The sdist's bytes, through pip's session (pip's certificate and proxy), hash-checked."""
-    from pip._internal.commands import create_command
-
     if dest.is_file() and (not sha256 or hashlib.sha256(dest.read_bytes()).hexdigest() == sha256):
         return dest
-    cmd = create_command("download")
+    cmd = _pip("download")
     options, _ = cmd.parse_args(["--quiet"])
     with cmd.main_context():
         response = cmd.get_default_session(options).get(url, timeout=180)
