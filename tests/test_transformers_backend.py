@@ -270,7 +270,7 @@ def test_options_are_read_through_the_declaration_before_the_model_loads(demo_mo
     with pytest.raises(ValueError, match=r"^backend option check_every must be an integer >= 1, not 'x'$"):
         TransformersBackend(BackendSpec("transformers", missing, options=(("check_every", "x"),)))
     b = backend(demo_model_dir, do_sample=False)  # on a CPU
-    assert (b.decoder, b.compile_mode, b.options["check_every"], b.options["step_tokens"]) == (
+    assert (b.decoder, b.options["compile_mode"], b.options["check_every"], b.options["step_tokens"]) == (
         "dynamic", "default", 4, 48)
     assert b._default_drafts() == 10 and b.context == b.model.config.max_position_embeddings
     b = TransformersBackend(BackendSpec("transformers", demo_model_dir, GenerationArgs(do_sample=False),

@@ -88,8 +88,7 @@ def substitute(block: str, replacements: dict[str, str]) -> str:
 
 @dataclass(frozen=True)
 class Wheel:
-    """The session's clean clone and the wheel built from it."""
-    clone: Path
+    """The wheel built from the session's clean clone."""
     package_files: list[str]  # the clone's codeeval/ files: what the wheel must carry
     path: Path
 
@@ -97,7 +96,6 @@ class Wheel:
 @dataclass(frozen=True)
 class Package:
     """The session's wheel installed in a venv outside the checkout."""
-    wheel: Wheel
     venv: Path
     install_s: float  # the docs' install block, run once for the session
 
@@ -123,7 +121,7 @@ def build(root: Path) -> Wheel:
     package_files = clone(root / "clone")
     dist = root / "dist"
     dist.mkdir()
-    return Wheel(root / "clone", package_files, build_wheel(root / "clone", dist))
+    return Wheel(package_files, build_wheel(root / "clone", dist))
 
 
 def install(wheel: Wheel, root: Path) -> tuple[Package, dict]:
@@ -137,7 +135,7 @@ def install(wheel: Wheel, root: Path) -> tuple[Package, dict]:
                           env=clean_env(HOME=os.environ.get("HOME", str(root))), capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, f"every host: exit {done.returncode}\n{(done.stdout + done.stderr)[-4000:]}"
-    package = Package(wheel, venv, time.monotonic() - started)
+    package = Package(venv, time.monotonic() - started)
     elsewhere = root / "elsewhere"
     elsewhere.mkdir()
     assert package.imported_from(elsewhere).startswith(str(venv) + "/")  # not the checkout

@@ -106,7 +106,6 @@ class TransformersBackend(Backend):
         self.renderer = Renderer(args, spec.model, self.tokenizer)
         self.stats: dict[str, int] = {}  # decode steps and prompt-lookup drafts, summed over batches
         self.decoder = self.options["decoder"] or ("static" if self.device.type == "cuda" else "dynamic")
-        self.compile_mode = self.options["compile_mode"]
         self._static: Optional[StaticDecoder] = None  # kept across shards: its compiled step and cache
 
     # -- interface -------------------------------------------------------------------
@@ -229,7 +228,7 @@ class TransformersBackend(Backend):
                 check_every=self.options["check_every"], compile=_given(self.options["compile"], on_gpu),
                 graph=self.options["cuda_graph"],
                 prefill_tokens=_given(self.options["prefill_tokens"], 4096 if on_gpu else 1024),
-                compile_mode=self.compile_mode)
+                compile_mode=self.options["compile_mode"])
         try:
             return self._static.decode(ordered, on_end=finished)
         except Unsupported as exc:
