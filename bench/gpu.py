@@ -252,8 +252,12 @@ def main(argv=None) -> int:
         options.parse("transformers", [(k, v) for k, _, v in (o.partition("=") for o in ns.option)])
     except options.OptionError as exc:
         raise SystemExit(f"bench/gpu.py: {exc.usage.replace('--backend_option', '--option', 1)}")
-    if not Path(ns.humaneval).is_file() or not (ns.model or (DATA / "tokenizer").is_dir()):
-        raise SystemExit(f"bench/gpu.py: {DATA} is missing: run `python bench/gpu.py --prepare` first")
+    if not Path(ns.humaneval).is_file():
+        raise SystemExit(f"bench/gpu.py: {ns.humaneval} is missing: `python bench/gpu.py --prepare` writes it "
+                         "(or give --humaneval a file)")
+    if not (ns.model or (DATA / "tokenizer").is_dir()):
+        raise SystemExit(f"bench/gpu.py: {DATA / 'tokenizer'} is missing: `python bench/gpu.py --prepare` writes it "
+                         "(or give --model a directory)")
     if not ns.smoke and not torch.cuda.is_available():
         raise SystemExit("bench/gpu.py: no CUDA device (--smoke runs on the CPU)")
     import transformers
