@@ -171,7 +171,10 @@ def test_a_crowded_cpu_counts_against_neither_limit():
     hogs = []
     try:
         os.sched_setaffinity(0, {cpu})  # inherited by the hogs and the sandbox's programs
-        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
+        # each hog in a session of its own, as the sandbox's programs are: the kernel's autogroups share
+        # a CPU between sessions first, so hogs in this test's session left the loop half of it (2.18 s)
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+                for _ in range(3)]
         with LocalSandbox(n_workers=1, limits=unstretched()) as sandbox:
             loop, sleep = sandbox.run(programs)
     finally:
