@@ -192,6 +192,8 @@ def part_sampling(run: Run) -> None:
         for r, ids in enumerate(out):
             ids = ids[:budgets[call[r // size["n"]]]]
             hf_tokens += ids.index(eos_id) + 1 if eos_id in ids else len(ids)
+        if (at // size["per_call"]) % 5 == 4:  # a run cut short by its limit still says how far HF got
+            print(f"  HF: {at + len(call)} of {len(order)} prompts in {sync() - t0:.1f} s", flush=True)
     wall_hf = sync() - t0
     run.results["sampling_time_ratio"] = wall_ours / wall_hf
     print(f"sampling, HF batched generate ({size['per_call']} prompts x {size['n']} a call): {wall_hf:.1f} s, "
@@ -202,9 +204,6 @@ def part_sampling(run: Run) -> None:
 def part_fp32(run: Run) -> None:
     """fp32 greedy, ours in one batch and one prompt a call, against HF's one-prompt generate."""
     size, tok, device = run.size, run.tok, run.device
-    run._ours = None  # the bf16 model goes first
-    if device == "cuda":
-        torch.cuda.empty_cache()
     fp32 = Ours(run.model_dir, "fp32", device, run.options)
     ref = fp32.b.model
     ref.generation_config.eos_token_id = None
@@ -226,9 +225,12 @@ def part_fp32(run: Run) -> None:
                 break
         print(line, flush=True)
     print(f"fp32: peak GPU memory {peak(reset=True):.2f} GiB", flush=True)
+    del fp32, ref  # the bf16 model stays, compiled, for the sampling part
+    if device == "cuda":
+        torch.cuda.empty_cache()
 
 
-PARTS = {"decode": part_decode, "sampling": part_sampling, "fp32": part_fp32}
+PARTS = {"decode": part_decode, "fp32": part_fp32, "sampling": part_sampling}  # the longest last
 
 
 def main(argv=None) -> int:
@@ -277,6 +279,7 @@ def main(argv=None) -> int:
     print(f"device uniforms equal to seeds.uniform: {same}/{len(keys)}", flush=True)
     for part in ns.parts.split(","):
         if run.left(part):
+            print(f"-- {part}, at {time.perf_counter() - run.start:.0f} s", flush=True)
             PARTS[part](run)
     r, full = run.results, f"{run.size['batch']}/{run.size['batch']}"
     checks = {"b1_roofline>=0.5": r.get("roofline", 0) >= 0.5, "b16>=2x_hf_static": r.get("b16_vs_hf", 0) >= 2,
