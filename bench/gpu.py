@@ -110,6 +110,13 @@ class Run:
             self._ours = Ours(self.model_dir, self.precision, self.device, self.options)
         return self._ours
 
+    def bandwidth(self) -> float:
+        name = torch.cuda.get_device_name() if self.device == "cuda" else "cpu"
+        return next((g for key, g in BANDWIDTH_GBS if key in name.lower()), 1000) * 1e9
+
+    def weight_bytes(self) -> int:
+        return sum(p.numel() * p.element_size() for p in self.ours().b.model.parameters())
+
     def left(self, part: str) -> bool:
         if time.perf_counter() - self.start < self.ns.budget_s:
             return True
@@ -121,9 +128,7 @@ def part_decode(run: Run) -> None:
     """Decode tokens/s at batch 1 and 16, ours and HF's static-cache generate; the roofline."""
     size, tok, items, device = run.size, run.tok, run.items, run.device
     ours = run.ours()
-    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
-    bw = next((g for key, g in BANDWIDTH_GBS if key in name.lower()), 1000) * 1e9
-    weight_bytes = sum(p.numel() * p.element_size() for p in ours.b.model.parameters())
+    bw, weight_bytes = run.bandwidth(), run.weight_bytes()
     rates = {}
     peak(reset=True)
     for batch in (1, size["batch"]):
@@ -180,6 +185,7 @@ def part_sampling(run: Run) -> None:
           f"{stats['steps']} steps of {stats['slot_steps'] // max(1, stats['steps'])} slots ({tokens / max(1, stats['slot_steps']):.0%} "
           f"of slot-steps kept), {stats['prefills']} prefills, {stats['decode_s']:.1f} s in the step loop; "
           f"peak GPU memory {peak(reset=True):.2f} GiB", flush=True)
+    step_alone(ours, run.weight_bytes(), run.bandwidth())
     if not run.left("sampling, HF batched generate"):
         return
     hf, eos_id = ours.b.model, tok.eos_token_id

@@ -108,13 +108,14 @@ def step_alone(ours: Ours, weight_bytes: int, bw: float, steps: int = 64) -> Non
           f"{(weight_bytes + kv) / 1e9:.2f} GB to read ({kv / 1e9:.2f} of them keys and values) "
           f"= {(weight_bytes + kv) / each / 1e12:.2f} TB/s, {(weight_bytes + kv) / each / bw:.0%} of the bandwidth",
           flush=True)
-    try:
-        kernels(eng)
-    except Exception as exc:  # noqa: BLE001 - a figure that explains, not one the run needs
-        print(f"  its kernels: not profiled ({type(exc).__name__}: {str(exc)[:120]})", flush=True)
+    for figure in (kernels, matmuls):
+        try:
+            figure(eng, ours.b.model, bw)
+        except Exception as exc:  # noqa: BLE001 - a figure that explains, not one the run needs
+            print(f"  {figure.__name__}: not measured ({type(exc).__name__}: {str(exc)[:120]})", flush=True)
 
 
-def kernels(eng, steps: int = 4) -> None:
+def kernels(eng, model, bw: float, steps: int = 4) -> None:
     """The kernels of a step as the profiler sees them (inside the graph too): how many, and
     where the time goes. Hundreds of short ones mean launch gaps; one long one, that kernel."""
     from torch.profiler import ProfilerActivity, profile
@@ -133,3 +134,52 @@ def kernels(eng, steps: int = 4) -> None:
           f"{'kernel' if cuda else 'op'} time a step; most: "
           + "; ".join(f"{e.key[:48]} x{e.count // steps} {spent(e) / total:.0%}"
                                             for e in top), flush=True)
+
+
+def matmuls(eng, model, bw: float, steps: int = 32) -> None:
+    """The step's matrix products alone, as the BLAS runs them for this many slots (one graph on
+    a GPU): as the model has them, and with each layer's q/k/v and gate/up matrices made one. The
+    first is the ceiling of a step made of the model's own products; the second, what fusing buys."""
+    linears = [(name, m.weight) for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+    fusable = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "gate_proj": "gate_up", "up_proj": "gate_up"}
+    groups: dict[tuple, list] = {}
+    for name, w in linears:
+        prefix, _, leaf = name.rpartition(".")
+        groups.setdefault((prefix, fusable.get(leaf, leaf)), []).append(w)
+    slots = eng.cache.slots
+    weights = {"as the model has them": [w for _, w in linears],
+               "q/k/v and gate/up fused": [torch.cat(ws) if len(ws) > 1 else ws[0] for ws in groups.values()]}
+    xs = {w.shape[1]: torch.randn(slots, w.shape[1], device=w.device, dtype=w.dtype) for _, w in linears}
+    nbytes = sum(w.numel() * w.element_size() for _, w in linears)
+    line = []
+    for label, ws in weights.items():
+        def products(ws=ws) -> None:
+            for w in ws:
+                torch.nn.functional.linear(xs[w.shape[1]], w)
+
+        run = products
+        with torch.inference_mode():
+            if torch.cuda.is_available():
+                graph = capture_plain(products)
+                run = graph.replay
+            run()
+            t0 = sync()
+            for _ in range(steps):
+                run()
+            each = (sync() - t0) / steps
+        line.append(f"{label}: {len(ws)} products {each * 1e3:.3f} ms, {nbytes / each / 1e12:.2f} TB/s "
+                    f"({nbytes / each / bw:.0%})")
+    print(f"  its matrix products alone ({slots} slots): " + "; ".join(line), flush=True)
+
+
+def capture_plain(fn) -> "torch.cuda.CUDAGraph":
+    """``fn`` captured as a CUDA graph after a warm-up on a side stream."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph

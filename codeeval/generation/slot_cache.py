@@ -33,10 +33,16 @@ class SlotLayer(StaticLayer):
         self.is_initialized = True
 
     def update(self, key_states, value_states, *args, **kwargs):
-        """One new position per slot, written at the slot's column; all columns returned."""
-        at = self.columns.view(-1, 1, 1, 1)
-        self.keys.scatter_(2, at.expand(-1, key_states.shape[1], 1, key_states.shape[3]), key_states)
-        self.values.scatter_(2, at.expand(-1, value_states.shape[1], 1, value_states.shape[3]), value_states)
+        """One new position per slot, written at the slot's column; all columns returned.
+
+        An ``index_put_``, not a ``scatter_``: Inductor writes an index_put into the cache in
+        place, but a scatter into a new cache-sized buffer that it then copies back, which
+        reads and writes the whole cache twice per layer and step."""
+        slots, heads = key_states.shape[:2]
+        at = (torch.arange(slots, device=self.device)[:, None], torch.arange(heads, device=self.device)[None, :],
+              self.columns[:, None])
+        self.keys.index_put_(at, key_states[:, :, 0])
+        self.values.index_put_(at, value_states[:, :, 0])
         return self.keys, self.values
 
 
