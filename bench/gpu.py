@@ -94,7 +94,8 @@ class Run:
         self.size = dict(batch=4 if ns.smoke else 16, new=12 if ns.smoke else 128, prompts=6 if ns.smoke else 164,
                          n=2 if ns.smoke else 20, greedy_new=10 if ns.smoke else 64, per_call=3 if ns.smoke else 8)
         # the GPU defaults, named so that --smoke runs them on the CPU (compiled there too)
-        self.options = [("decoder", "static"), ("compile", "1")] + [tuple(o.split("=", 1)) for o in ns.option]
+        self.options = ([("decoder", "static"), ("compile", "1")] + [("fuse_products", "1")] * ns.smoke  # bf16's
+                        + [tuple(o.split("=", 1)) for o in ns.option])
         self.precision = "fp32" if ns.smoke else "bf16"
         self.tmp = tempfile.TemporaryDirectory(prefix="codeeval-gpu-")
         arch = "llama-tiny" if ns.smoke else ns.arch
@@ -103,12 +104,21 @@ class Run:
         self.tok = AutoTokenizer.from_pretrained(self.model_dir, padding_side="left")
         self.items = problems(Path(ns.humaneval), max(self.size["prompts"], self.size["batch"]))
         self.results: dict[str, object] = {}
-        self._ours = None
+        self._ours = self._hf = None
 
     def ours(self) -> Ours:
         if self._ours is None:
             self._ours = Ours(self.model_dir, self.precision, self.device, self.options)
         return self._ours
+
+    def hf(self):
+        """The same weights as Hugging Face loads them, for its own generate: ours are fused in place."""
+        if self._hf is None:
+            from transformers import AutoModelForCausalLM
+
+            dtype = torch.float32 if self.precision == "fp32" else torch.bfloat16
+            self._hf = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=dtype).to(self.device).eval()
+        return self._hf
 
     def bandwidth(self) -> float:
         name = torch.cuda.get_device_name() if self.device == "cuda" else "cpu"
@@ -141,7 +151,7 @@ def part_decode(run: Run) -> None:
               f"with its compile and capture {warm:.1f} s)", flush=True)
         step_alone(ours, weight_bytes, bw)
     print(f"ours: peak GPU memory {peak(reset=True):.2f} GiB", flush=True)
-    hf = ours.b.model  # the same weights, HF's own generate
+    hf = run.hf()
     hf.generation_config.eos_token_id = None
     for batch in (1, size["batch"]):
         if not run.left(f"HF static generate, batch {batch}"):
@@ -188,7 +198,7 @@ def part_sampling(run: Run) -> None:
     step_alone(ours, run.weight_bytes(), run.bandwidth())
     if not run.left("sampling, HF batched generate"):
         return
-    hf, eos_id = ours.b.model, tok.eos_token_id
+    hf, eos_id = run.hf(), tok.eos_token_id
     t0, hf_tokens = sync(), 0
     order = sorted(range(len(work)), key=lambda i: -budgets[i])
     for at in range(0, len(order), size["per_call"]):

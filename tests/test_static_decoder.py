@@ -348,15 +348,16 @@ def test_the_gpu_bench_runs_through_on_the_cpu(demo_model_dir, data_dir):
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert "device uniforms equal to seeds.uniform: 3000/3000" in out
-    assert out.count("(decoder=static, compiled) decode") == 2 and out.count("its step alone (compiled") == 2, out
-    assert out.count("its kernels: ") == 2 and "HF generate(cache_implementation='static'), batch 4" in out, out
+    assert out.count("(decoder=static, compiled) decode") == 2 and out.count("its step alone (compiled") == 3, out
+    assert out.count("its kernels: ") == 3 and out.count("its matrix products alone") == 3, out
+    assert "HF generate(cache_implementation='static'), batch 4" in out, out
     assert "ours/HF time" in out and out.count("4/4 byte-identical to HF's one-prompt generate") == 2, out
     assert out.splitlines()[-1].startswith("done_when ") and "greedy_fp32=4/4,4/4 uniforms=True" in out, out
     bad = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "--smoke", "--option", "compile_mod=default"],
                          capture_output=True, text=True, timeout=60)  # refused before any model is built
     assert bad.returncode == 1 and bad.stderr.strip().splitlines() == [
         "bench/gpu.py: --option compile_mod: not an option of the transformers backend (did you mean compile_mode?); "
-        "its options: decoder, compile, compile_mode, cuda_graph, check_every, prefill_tokens, batch_rows, "
+        "its options: decoder, compile, compile_mode, fuse_products, cuda_graph, check_every, prefill_tokens, batch_rows, "
         "prompt_lookup, step_tokens, max_context"], bad.stderr
 
 

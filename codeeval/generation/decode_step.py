@@ -32,7 +32,12 @@ def compiled(fn: Callable, mode: str = "default") -> Callable:
     captured whole), no error when part of the model does not compile (it runs eagerly).
     ``max-autotune-no-cudagraphs`` also times Triton's matrix products against cuBLAS's for each
     shape: minutes more of compiling, for the decode steps of a long run."""
-    return torch.compile(fn, dynamic=None, fullgraph=False, mode=mode)
+    from torch._inductor import list_mode_options
+
+    from codeeval.generation.fused_products import SameProducts
+
+    options = {**list_mode_options(mode), "post_grad_custom_pre_pass": SameProducts()}
+    return torch.compile(fn, dynamic=None, fullgraph=False, options=options)
 
 
 def mark_dynamic(*tensors: torch.Tensor, dims=(0,)) -> None:

@@ -106,6 +106,8 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         Option("compile_mode", choice(COMPILE_MODES), "default", "Inductor's mode for `compile` "
                "(max-autotune-no-cudagraphs: minutes more of compiling; a mode with CUDA graphs of its own is "
                "refused, since the whole step is captured)"),
+        Option("fuse_products", FLAG, None, "compiled: each layer's q/k/v and gate/up matrices held as one, one "
+               "matrix product each (codeeval/generation/fused_products.py)", "yes in bf16 and fp16, no in fp32"),
         Option("cuda_graph", FLAG, True, "capture the static decoder's step as a CUDA graph"),
         Option("check_every", integer(1), 4, "static decoder: steps between host checks for stop strings"),
         Option("prefill_tokens", integer(1), None, "static decoder: padded prompt tokens a prefill takes",

@@ -70,11 +70,15 @@ class StaticDecoder:
     def __init__(self, model, tokenizer, args, device, eos_ids: list[int], pad_id: int,
                  slots: Callable[[int], int], check_every: int = 4, compile: bool = False, graph: bool = True,
                  prefill_tokens: int = 4096, on_step: Optional[Callable[[int, int], None]] = None,
-                 compile_mode: str = "default"):
+                 compile_mode: str = "default", fuse: bool = False):
         self.model, self.tokenizer, self.args, self.device = model, tokenizer, args, torch.device(device)
         self.eos_ids, self.pad_id, self.slots_for = eos_ids, pad_id, slots
         self.check_every, self.compile, self.graph = max(1, check_every), compile, graph
         self.compile_mode = compile_mode
+        if compile and fuse:
+            from codeeval.generation import fused_products
+
+            fused_products.fuse(model)  # the weights become views of one matrix per group: memory as before
         self.prefill_tokens, self.on_step = prefill_tokens, on_step  # on_step(slots, step): a test's fault injection
         self.cache_arg = cache_argument(model)
         self._compiled: Optional[Callable] = None

@@ -223,12 +223,13 @@ class TransformersBackend(Backend):
 
         if self._static is None:
             on_gpu = self.device.type == "cuda"
+            half = self.model.dtype in (torch.bfloat16, torch.float16)  # fp32 keeps HF's own products, bit for bit
             self._static = StaticDecoder(
                 self.model, self.tokenizer, self.args, self.device, self.eos_ids, self.pad_id, slots=self._slots,
                 check_every=self.options["check_every"], compile=_given(self.options["compile"], on_gpu),
                 graph=self.options["cuda_graph"],
                 prefill_tokens=_given(self.options["prefill_tokens"], 4096 if on_gpu else 1024),
-                compile_mode=self.options["compile_mode"])
+                compile_mode=self.options["compile_mode"], fuse=_given(self.options["fuse_products"], half))
         try:
             return self._static.decode(ordered, on_end=finished)
         except Unsupported as exc:

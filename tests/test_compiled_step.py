@@ -1,0 +1,99 @@
+"""The compiled decode step (the GPU default) on the CPU's Inductor: what it costs per step.
+
+On a GPU a decode step reads every weight and every slot's keys and values once, so its time is
+its bytes; these tests find on the CPU the two costs that an H200 run showed (bench/gpu.py,
+docs/generation.md "On a GPU"): a cache written by copying it whole, and one matrix product per
+Linear where a layer's q/k/v (and gate/up) could be one.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_static_decoder import GREEDY, SAMPLED, jobs, static, tiny  # noqa: E402
+
+from codeeval.generation import fused_products  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tokenizer(demo_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(demo_model_dir)
+
+
+def storage_bytes(model) -> int:
+    storages = {p.untyped_storage().data_ptr(): p.untyped_storage().nbytes() for p in model.parameters()}
+    return sum(storages.values())
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])  # qwen2: q/k/v have biases
+@torch.inference_mode()
+def test_fused_groups_make_one_product_each_and_decode_the_same(tokenizer, kind):
+    """``fuse_products``: a layer's q/k/v and gate/up become one matrix product each in the
+    compiled step (2 layers: 9 products where the model has 15 Linears), the outputs are the
+    unfused eager step's (greedy and seeded sampling, fp32), and the model is unchanged to anyone
+    reading it: same state_dict, same memory, same eager forward."""
+    plain = tiny(kind, len(tokenizer))
+    rows = jobs(tokenizer, n=2)
+    expected = {args: static(plain, tokenizer, args).decode(rows) for args in (GREEDY, SAMPLED)}
+    probe = torch.tensor([tokenizer("def f(x):")["input_ids"]])
+    logits = plain(probe).logits
+    before, held = {k: v.clone() for k, v in plain.state_dict().items()}, storage_bytes(plain)
+    linears = sum(isinstance(m, torch.nn.Linear) for m in plain.modules())
+
+    model = plain  # fused in place by the decoder
+    for args in (GREEDY, SAMPLED):
+        decoder = static(model, tokenizer, args, compile=True, fuse=True, slots=4)
+        assert decoder.decode(rows) == expected[args] and decoder.mode == "compiled"
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        decoder._engine.runner.run()
+    products = sum(e.count for e in prof.key_averages() if e.key in ("aten::mm", "aten::addmm"))
+    assert (linears, products) == (15, 9)
+    after = model.state_dict()
+    assert after.keys() == before.keys() and all(torch.equal(after[k], v) for k, v in before.items())
+    assert storage_bytes(model) == held
+    assert torch.equal(model(probe).logits, logits)
+    assert fused_products.fuse(model) == 0  # fused already: a second call changes nothing
+
+
+def test_the_compiled_step_writes_the_cache_in_place(demo_model_dir):
+    """A step writes one column per slot into the cache. Compiled, a ``scatter_`` there became a
+    new cache-sized tensor per layer, copied back whole: 41% of a batch-16 step on an H200, and
+    that much more memory. Measured as the process's peak memory while a 1 GiB cache is made and
+    stepped once: the cache, not half as much again."""
+    script = f"""
+import resource
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
+from codeeval.generation import GenerationArgs
+from codeeval.generation.requests import Job
+from codeeval.generation.static_decoder import StaticDecoder
+
+peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+tok = AutoTokenizer.from_pretrained({demo_model_dir!r})
+torch.manual_seed(0)
+model = AutoModelForCausalLM.from_config(LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=1 << 16)).eval()
+decoder = StaticDecoder(model, tok, GenerationArgs(do_sample=False), torch.device("cpu"), [], 0, slots=lambda n: 2,
+                        compile=True)
+with torch.inference_mode():
+    decoder.decode([Job(ids=tok("def f():")["input_ids"], budget=4, stops=(), seed_key=("T/0", 0))])
+    like = model(input_ids=torch.tensor([[1, 2, 3]]), use_cache=True).cache
+    decoder._engine = None
+    before = peak()
+    engine = decoder._engine_for(like, 64, 16384)  # made, then one step: its compile's warm-up
+    cache = sum(t.numel() * t.element_size() for layer in engine.cache.layers for t in (layer.keys, layer.values))
+print(decoder.mode, cache, peak() - before)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    mode, cache, grew = done.stdout.split()[-3:]
+    assert mode == "compiled" and int(cache) == 2**30
+    assert int(grew) < 1.2 * int(cache), f"a step took {int(grew) / int(cache):.2f}x the cache's memory"
