@@ -12,6 +12,8 @@ ARCHS = {  # random-weight shapes of public code models (their config.json): thr
                                 num_attention_heads=16, num_key_value_heads=16),
     "codellama-7b": dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                          num_attention_heads=32, num_key_value_heads=32),
+    "qwen2.5-coder-1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,  # grouped-query:
+                               num_attention_heads=12, num_key_value_heads=2),  # 6 query heads a key head
     "llama-tiny": dict(hidden_size=128, intermediate_size=344, num_hidden_layers=2,
                        num_attention_heads=4, num_key_value_heads=2),
 }

@@ -63,11 +63,13 @@ def test_fused_groups_make_one_product_each_and_decode_the_same(tokenizer, kind)
     assert fused_products.fuse(model) == 0  # fused already: a second call changes nothing
 
 
-def test_the_compiled_step_writes_the_cache_in_place(demo_model_dir):
-    """A step writes one column per slot into the cache. Compiled, a ``scatter_`` there became a
-    new cache-sized tensor per layer, copied back whole: 41% of a batch-16 step on an H200, and
-    that much more memory. Measured as the process's peak memory while a 1 GiB cache is made and
-    stepped once: the cache, not half as much again."""
+@pytest.mark.parametrize("kv_heads", [4, 2], ids=["one-query-head-per-key-head", "grouped-query"])
+def test_the_compiled_step_writes_and_reads_the_cache_in_place(demo_model_dir, kv_heads):
+    """A step writes one column per slot into the cache and reads all of it. Compiled, a
+    ``scatter_`` there became a new cache-sized tensor per layer, copied back whole (41% of a
+    batch-16 step on an H200), and with 2 query heads per key head, transformers' attention
+    copied each layer's cache twice over to read it. Measured as the process's peak memory while
+    a 1 GiB cache is made and stepped once: the cache, not 1.5x (the scatter) or 2x (the copies)."""
     script = f"""
 import resource
 import torch
@@ -80,7 +82,7 @@ peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 tok = AutoTokenizer.from_pretrained({demo_model_dir!r})
 torch.manual_seed(0)
 model = AutoModelForCausalLM.from_config(LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
-    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=1 << 16)).eval()
+    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads={kv_heads}, max_position_embeddings=1 << 16)).eval()
 decoder = StaticDecoder(model, tok, GenerationArgs(do_sample=False), torch.device("cpu"), [], 0, slots=lambda n: 2,
                         compile=True)
 with torch.inference_mode():
@@ -88,7 +90,7 @@ with torch.inference_mode():
     like = model(input_ids=torch.tensor([[1, 2, 3]]), use_cache=True).cache
     decoder._engine = None
     before = peak()
-    engine = decoder._engine_for(like, 64, 16384)  # made, then one step: its compile's warm-up
+    engine = decoder._engine_for(like, {64 * 4 // kv_heads}, 16384)  # made, then one step: its compile's warm-up
     cache = sum(t.numel() * t.element_size() for layer in engine.cache.layers for t in (layer.keys, layer.values))
 print(decoder.mode, cache, peak() - before)
 """

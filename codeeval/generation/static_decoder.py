@@ -75,10 +75,12 @@ class StaticDecoder:
         self.eos_ids, self.pad_id, self.slots_for = eos_ids, pad_id, slots
         self.check_every, self.compile, self.graph = max(1, check_every), compile, graph
         self.compile_mode = compile_mode
-        if compile and fuse:
-            from codeeval.generation import fused_products
+        if compile:
+            from codeeval.generation import fused_products, grouped_attention
 
-            fused_products.fuse(model)  # the weights become views of one matrix per group: memory as before
+            grouped_attention.install(model)  # grouped-query models: no copy of the cache per query head
+            if fuse:
+                fused_products.fuse(model)  # the weights become views of one matrix per group: memory as before
         self.prefill_tokens, self.on_step = prefill_tokens, on_step  # on_step(slots, step): a test's fault injection
         self.cache_arg = cache_argument(model)
         self._compiled: Optional[Callable] = None
