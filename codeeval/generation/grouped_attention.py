@@ -11,7 +11,6 @@ the same SDPA call; everything else (prefill, masks of other shapes) is transfor
 """
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 
 NAME = "codeeval_sdpa"
