@@ -9,8 +9,9 @@ products of a deepseek-coder-1.3b step took 1.29 ms as the model has them and 1.
 The group's matrix is one tensor and each member's weight a view of its rows: no memory is
 doubled, and ``parameters()``, ``state_dict()``, the eager forward and its numbers are as before.
 Only while torch.compile traces does a member compute its whole group's product and keep its
-rows; the compiler's common-subexpression elimination then makes the members' identical products
-one. So a member fed another input than its siblings is still right, only not faster.
+rows; :class:`SameProducts`, a pass that ``decode_step.compiled`` gives Inductor (which merges no
+identical products in an inference graph by itself), then makes the members' products one. So a
+member fed another input than its siblings is still right, only not faster.
 """
 from __future__ import annotations
 
@@ -87,8 +88,8 @@ class SameProducts(CustomGraphPass):
     def __call__(self, graph: torch.fx.Graph) -> None:
         pure, seen = _pure_ops(), {}
         for node in list(graph.nodes):
-            if node.op != "call_function" or node.target not in pure:
-                continue
+            if node.op != "call_function" or node.target not in pure or any(u.op == "output" for u in node.users):
+                continue  # an output stays its own tensor
             try:
                 key = (node.target, _frozen(node.args), _frozen(node.kwargs))
                 hash(key)
