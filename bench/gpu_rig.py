@@ -162,7 +162,9 @@ def matmuls(eng, model, bw: float, steps: int = 32) -> None:
         run = products
         with torch.inference_mode():
             if torch.cuda.is_available():
-                graph = capture_plain(products)
+                from codeeval.generation.decode_step import capture
+
+                graph = capture(products, torch.device("cuda"), warmup=1)
                 run = graph.replay
             run()
             t0 = sync()
@@ -173,15 +175,3 @@ def matmuls(eng, model, bw: float, steps: int = 32) -> None:
                     f"({nbytes / each / bw:.0%})")
     print(f"  its matrix products alone ({slots} slots): " + "; ".join(line), flush=True)
 
-
-def capture_plain(fn) -> "torch.cuda.CUDAGraph":
-    """``fn`` captured as a CUDA graph after a warm-up on a side stream."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph
