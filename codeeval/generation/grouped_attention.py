@@ -11,8 +11,11 @@ the same SDPA call; everything else (prefill, masks of other shapes) is transfor
 """
 from __future__ import annotations
 
+import logging
+
 import torch.nn.functional as F
 
+log = logging.getLogger(__name__)
 NAME = "codeeval_sdpa"
 
 
@@ -28,8 +31,12 @@ def install(model) -> bool:
         return False
     AttentionInterface.register(NAME, attention)
     ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, sdpa_mask)  # the masks SDPA takes, made as for sdpa
-    model.set_attn_implementation(NAME)
-    return True
+    try:
+        model.set_attn_implementation(NAME)
+    except (ValueError, TypeError, NotImplementedError) as exc:  # a model that takes no registered attention
+        log.info("grouped attention: %s keeps sdpa (%s)", type(model).__name__, exc)
+        return False
+    return model.config._attn_implementation == NAME
 
 
 def attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
