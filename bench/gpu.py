@@ -134,6 +134,18 @@ class Run:
         return False
 
 
+def decode_rate(run: Run, ours: Ours, batch: int, label: str) -> float:
+    """Greedy decode tokens/s of one warmed-up call: the tokens after each row's first over its step loop."""
+    rows = jobs(run.tok, run.items[:batch], [run.size["new"]] * batch)
+    warm = ours.run(rows, do_sample=False)[1]  # warm-up: compile (the first time), capture
+    res, wall, stats = ours.run(rows, do_sample=False)
+    rate = sum(n - 1 for _, n, _ in res) / stats["decode_s"]
+    print(f"{label} (decoder=static, {ours.b._static.mode}) decode, batch {batch}: {rate:.1f} tokens/s ({wall:.2f} s "
+          f"for the call, {stats['decode_s']:.2f} s in the step loop; the first call with its compile and capture "
+          f"{warm:.1f} s)", flush=True)
+    return rate
+
+
 def part_decode(run: Run) -> None:
     """Decode tokens/s at batch 1 and 16, ours and HF's static-cache generate; the roofline."""
     size, tok, items, device = run.size, run.tok, run.items, run.device
@@ -142,15 +154,17 @@ def part_decode(run: Run) -> None:
     rates = {}
     peak(reset=True)
     for batch in (1, size["batch"]):
-        rows = jobs(tok, items[:batch], [size["new"]] * batch)
-        warm = ours.run(rows, do_sample=False)[1]  # warm-up: compile (the first time), capture
-        res, wall, stats = ours.run(rows, do_sample=False)
-        rates[("ours", batch)] = sum(n - 1 for _, n, _ in res) / stats["decode_s"]
-        print(f"ours (decoder=static, {ours.b._static.mode}) decode, batch {batch}: {rates[('ours', batch)]:.1f} "
-              f"tokens/s ({wall:.2f} s for the call, {stats['decode_s']:.2f} s in the step loop; the first call "
-              f"with its compile and capture {warm:.1f} s)", flush=True)
+        rates[("ours", batch)] = decode_rate(run, ours, batch, "ours")
         step_alone(ours, weight_bytes, bw)
     print(f"ours: peak GPU memory {peak(reset=True):.2f} GiB", flush=True)
+    for option in run.ns.versus:  # the same runs with one option changed, in this process: its ratio
+        if not run.left(f"ours with {option}"):
+            continue
+        other = Ours(run.model_dir, run.precision, device, run.options + [tuple(option.split("=", 1))])
+        for batch in (1, size["batch"]):
+            rate = decode_rate(run, other, batch, f"ours with {option}")
+            print(f"  ours / ours with {option}, batch {batch}: {rates[('ours', batch)] / rate:.2f}x", flush=True)
+        del other
     hf = run.hf()
     hf.generation_config.eos_token_id = None
     for batch in (1, size["batch"]):
@@ -258,6 +272,9 @@ def main(argv=None) -> int:
     ap.add_argument("--humaneval", default=str(DATA / "HumanEval.jsonl.gz"), help="HumanEval's problems (jsonl.gz)")
     ap.add_argument("--parts", default=",".join(PARTS), help="which parts, in order (default: all)")
     ap.add_argument("--budget-s", type=float, default=420, help="parts not started by then are skipped")
+    ap.add_argument("--versus", action="append", default=[], metavar="KEY=VALUE",
+                    help="the decode part again with this backend option changed, and ours' ratio to it "
+                         "(e.g. fuse_products=0); repeatable")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="a backend option for our runs, as --backend_option takes it (e.g. compile_mode="
                          "max-autotune-no-cudagraphs, check_every=8, batch_rows=128); repeatable")
@@ -267,7 +284,7 @@ def main(argv=None) -> int:
     from codeeval.generation import options
 
     try:  # a lent GPU's one run must not die of a misspelled option after the model is built
-        options.parse("transformers", [(k, v) for k, _, v in (o.partition("=") for o in ns.option)])
+        options.parse("transformers", [(k, v) for k, _, v in (o.partition("=") for o in ns.option + ns.versus)])
     except options.OptionError as exc:
         raise SystemExit(f"bench/gpu.py: {exc.usage.replace('--backend_option', '--option', 1)}")
     if not Path(ns.humaneval).is_file():

@@ -343,12 +343,13 @@ def test_the_gpu_bench_runs_through_on_the_cpu(demo_model_dir, data_dir):
     run, every part on the CPU with the compiled step, keeps it from dying there of a stale name.
     Its figures are not checked here (tests do not time); what it says of equality is."""
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "--smoke", "--model", demo_model_dir,
-                           "--humaneval", str(data_dir / "humaneval" / "HumanEval.jsonl.gz")],
+                           "--humaneval", str(data_dir / "humaneval" / "HumanEval.jsonl.gz"), "--versus", "fuse_products=0"],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert "device uniforms equal to seeds.uniform: 3000/3000" in out
-    assert out.count("(decoder=static, compiled) decode") == 2 and out.count("its step alone (compiled") == 3, out
+    assert out.count("(decoder=static, compiled) decode") == 4 and out.count("its step alone (compiled") == 3, out
+    assert out.count("ours / ours with fuse_products=0, batch") == 2, out
     assert out.count("its kernels: ") == 3 and out.count("its matrix products alone") == 3, out
     assert "HF generate(cache_implementation='static'), batch 4" in out, out
     assert "ours/HF time" in out and out.count("4/4 byte-identical to HF's one-prompt generate") == 2, out
