@@ -50,7 +50,8 @@ DATA = ROOT / ".cache" / "gpu-bench"  # carried to the GPU machine (git-ignored)
 WHEELS = ROOT / ".whl"
 PINNED = ("transformers", "tokenizers", "regex")  # the image has other versions (device README)
 
-from gpu_rig import ARCHS, BANDWIDTH_GBS, Ours, hf_generate, jobs, peak, random_model, step_alone, sync  # noqa: E402
+from gpu_rig import (ARCHS, BANDWIDTH_GBS, Ours, decode_rate, hf_generate, jobs, peak, random_model,  # noqa: E402
+                     step_alone, sync)
 
 
 def prepare() -> int:
@@ -134,18 +135,6 @@ class Run:
         return False
 
 
-def decode_rate(run: Run, ours: Ours, batch: int, label: str) -> float:
-    """Greedy decode tokens/s of one warmed-up call: the tokens after each row's first over its step loop."""
-    rows = jobs(run.tok, run.items[:batch], [run.size["new"]] * batch)
-    warm = ours.run(rows, do_sample=False)[1]  # warm-up: compile (the first time), capture
-    res, wall, stats = ours.run(rows, do_sample=False)
-    rate = sum(n - 1 for _, n, _ in res) / stats["decode_s"]
-    print(f"{label} (decoder=static, {ours.b._static.mode}) decode, batch {batch}: {rate:.1f} tokens/s ({wall:.2f} s "
-          f"for the call, {stats['decode_s']:.2f} s in the step loop; the first call with its compile and capture "
-          f"{warm:.1f} s)", flush=True)
-    return rate
-
-
 def part_decode(run: Run) -> None:
     """Decode tokens/s at batch 1 and 16, ours and HF's static-cache generate; the roofline."""
     size, tok, items, device = run.size, run.tok, run.items, run.device
@@ -154,7 +143,7 @@ def part_decode(run: Run) -> None:
     rates = {}
     peak(reset=True)
     for batch in (1, size["batch"]):
-        rates[("ours", batch)] = decode_rate(run, ours, batch, "ours")
+        rates[("ours", batch)] = decode_rate(ours, run.tok, run.items[:batch], run.size["new"], "ours")
         step_alone(ours, weight_bytes, bw)
     print(f"ours: peak GPU memory {peak(reset=True):.2f} GiB", flush=True)
     for option in run.ns.versus:  # the same runs with one option changed, in this process: its ratio
@@ -162,7 +151,7 @@ def part_decode(run: Run) -> None:
             continue
         other = Ours(run.model_dir, run.precision, device, run.options + [tuple(option.split("=", 1))])
         for batch in (1, size["batch"]):
-            rate = decode_rate(run, other, batch, f"ours with {option}")
+            rate = decode_rate(other, run.tok, run.items[:batch], run.size["new"], f"ours with {option}")
             print(f"  ours / ours with {option}, batch {batch}: {rates[('ours', batch)] / rate:.2f}x", flush=True)
         del other
     hf = run.hf()

@@ -79,6 +79,19 @@ class Ours:
         return results, wall, {k: v - before.get(k, 0) for k, v in self.b.stats.items()}
 
 
+def decode_rate(ours: Ours, tok, items, new: int, label: str) -> float:
+    """Greedy decode tokens/s of one warmed-up call, one row per item: the tokens after each
+    row's first over the seconds of its step loop."""
+    rows = jobs(tok, items, [new] * len(items))
+    warm = ours.run(rows, do_sample=False)[1]  # warm-up: compile (the first time), capture
+    res, wall, stats = ours.run(rows, do_sample=False)
+    rate = sum(n - 1 for _, n, _ in res) / stats["decode_s"]
+    print(f"{label} (decoder=static, {ours.b._static.mode}) decode, batch {len(items)}: {rate:.1f} tokens/s "
+          f"({wall:.2f} s for the call, {stats['decode_s']:.2f} s in the step loop; the first call with its "
+          f"compile and capture {warm:.1f} s)", flush=True)
+    return rate
+
+
 def jobs(tok, items, budgets, n=1):
     from codeeval.generation.requests import Job
 
@@ -140,8 +153,10 @@ def kernels(eng, model, bw: float, steps: int = 4) -> None:
 
 def matmuls(eng, model, bw: float, steps: int = 32) -> None:
     """The step's matrix products alone, as the BLAS runs them for this many slots (one graph on
-    a GPU): as the model has them, and with each layer's q/k/v and gate/up matrices made one. The
-    first is the ceiling of a step made of the model's own products; the second, what fusing buys."""
+    a GPU): as the model has them, and with each layer's q/k/v and gate/up matrices made one; on a
+    GPU with Triton and <= 16 slots, also bench/gemv.py's kernel on the fused matrices. The first is
+    the floor of a step made of the model's own products, the second what fusing buys, the third
+    how near the bandwidth a plain kernel gets."""
     linears = [(name, m.weight) for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
     fusable = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "gate_proj": "gate_up", "up_proj": "gate_up"}
     groups: dict[tuple, list] = {}
@@ -149,29 +164,48 @@ def matmuls(eng, model, bw: float, steps: int = 32) -> None:
         prefix, _, leaf = name.rpartition(".")
         groups.setdefault((prefix, fusable.get(leaf, leaf)), []).append(w)
     slots = eng.cache.slots
-    weights = {"as the model has them": [w for _, w in linears],
-               "q/k/v and gate/up fused": [torch.cat(ws) if len(ws) > 1 else ws[0] for ws in groups.values()]}
+    fused = [torch.cat(ws) if len(ws) > 1 else ws[0] for ws in groups.values()]
+    variants = {"as the model has them": ([w for _, w in linears], torch.nn.functional.linear),
+                "q/k/v and gate/up fused": (fused, torch.nn.functional.linear)}
+    try:
+        from gemv import gemv, triton
+
+        if triton is not None and torch.cuda.is_available() and slots <= 16:
+            variants["fused, Triton's (bench/gemv.py)"] = (fused, gemv)
+    except Exception as exc:  # noqa: BLE001 - a figure that explains, not one the run needs
+        print(f"  bench/gemv.py: not loaded ({type(exc).__name__}: {str(exc)[:120]})", flush=True)
     xs = {w.shape[1]: torch.randn(slots, w.shape[1], device=w.device, dtype=w.dtype) for _, w in linears}
     nbytes = sum(w.numel() * w.element_size() for _, w in linears)
     line = []
-    for label, ws in weights.items():
-        def products(ws=ws) -> None:
-            for w in ws:
-                torch.nn.functional.linear(xs[w.shape[1]], w)
-
-        run = products
-        with torch.inference_mode():
-            if torch.cuda.is_available():
-                from codeeval.generation.decode_step import capture
-
-                graph = capture(products, torch.device("cuda"), warmup=1)
-                run = graph.replay
-            run()
-            t0 = sync()
-            for _ in range(steps):
-                run()
-            each = (sync() - t0) / steps
+    for label, (ws, product) in variants.items():
+        try:
+            each, wrong = _products_time(ws, product, xs, steps)
+        except Exception as exc:  # noqa: BLE001 - one variant's failure leaves the others' figures
+            line.append(f"{label}: failed ({type(exc).__name__}: {str(exc)[:120]})")
+            continue
         line.append(f"{label}: {len(ws)} products {each * 1e3:.3f} ms, {nbytes / each / 1e12:.2f} TB/s "
-                    f"({nbytes / each / bw:.0%})")
+                    f"({nbytes / each / bw:.0%})" + (f", WRONG by up to {wrong:.3g}" if wrong > 0.05 else ""))
     print(f"  its matrix products alone ({slots} slots): " + "; ".join(line), flush=True)
+
+
+def _products_time(ws, product, xs, steps: int) -> tuple[float, float]:
+    """Seconds per pass over ``ws`` (one CUDA graph on a GPU), and the largest difference of
+    ``product``'s results from torch's own products."""
+    def products() -> None:
+        for w in ws:
+            product(xs[w.shape[1]], w)
+
+    run = products
+    with torch.inference_mode():
+        wrong = max((product(xs[w.shape[1]], w).float() - torch.nn.functional.linear(xs[w.shape[1]], w).float())
+                    .abs().max().item() for w in ws)
+        if torch.cuda.is_available():
+            from codeeval.generation.decode_step import capture
+
+            run = capture(products, torch.device("cuda"), warmup=1).replay
+        run()
+        t0 = sync()
+        for _ in range(steps):
+            run()
+        return (sync() - t0) / steps, wrong
 
