@@ -28,7 +28,7 @@ class FakeServer:
         self.stuck = {}  # prompt text -> attempts still to leave unanswered (nothing sent until closed)
         self.malformed = set()  # prompt texts answered 200 with a body that is not an OpenAI response
         self.closed = threading.Event()  # set when the stuck attempts' connections were closed
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # _send answers inside it, and takes it to count the answer
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -36,6 +36,7 @@ class FakeServer:
                 pass
 
             def do_POST(self):
+                self.counted = False
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 if self.headers.get("Authorization") != "Bearer sk-test":
                     return self._send(401, {"error": {"message": "bad key", "type": "invalid_request_error"}})
@@ -43,6 +44,7 @@ class FakeServer:
                     server.requests.append({"path": self.path, **body})
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                    self.counted = True
                 try:
                     time.sleep(0.05)
                     text = body.get("prompt") or body["messages"][-1]["content"]
@@ -74,6 +76,13 @@ class FakeServer:
                         return self._send(404, {"error": {"message": "not found"}})
                     return self._stream(answer) if body.get("stream") else self._send(200, answer)
                 finally:
+                    self._answered()
+
+            def _answered(self):
+                """Out of the count before the bytes that let the client end the request are written:
+                counted after them, a busy machine saw the client's next request first (4 > 3)."""
+                if self.counted:
+                    self.counted = False
                     with server.lock:
                         server.in_flight -= 1
 
@@ -90,6 +99,7 @@ class FakeServer:
                     piece = {"delta": {"content": word}} if chat else {"text": word}
                     self._event({**head, "choices": [{"index": 0, **piece, "finish_reason": None}]})
                 last = {k: v for k, v in choice.items() if k not in ("message", "text")}
+                self._answered()
                 self._event({**head, "choices": [{**last, **({"delta": {}} if chat else {"text": ""})}]})
                 self._event({**head, "choices": [], "usage": answer["usage"]})
                 self.wfile.write(b"data: [DONE]\n\n")
@@ -100,6 +110,7 @@ class FakeServer:
 
             def _send(self, code, obj, headers=None):
                 data = json.dumps(obj).encode()
+                self._answered()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
