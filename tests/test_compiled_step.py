@@ -1,9 +1,10 @@
 """The compiled decode step (the GPU default) on the CPU's Inductor: what it costs per step.
 
 On a GPU a decode step reads every weight and every slot's keys and values once, so its time is
-its bytes; these tests find on the CPU the two costs that an H200 run showed (bench/gpu.py,
-docs/generation.md "On a GPU"): a cache written by copying it whole, and one matrix product per
-Linear where a layer's q/k/v (and gate/up) could be one.
+its bytes; these tests find on the CPU the costs that an H200 run showed or implied (bench/gpu.py,
+docs/generation.md "On a GPU"): a cache written by copying it whole, a grouped-query cache copied
+once per query head to be read, and one matrix product per Linear where a layer's q/k/v (and
+gate/up) could be one.
 """
 from __future__ import annotations
 
