@@ -41,7 +41,7 @@ def install(model) -> bool:
 
 def attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
     """transformers' SDPA attention; for one query per row of a grouped model, without repeat_kv."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.integrations.sdpa_attention import pack_gqa, sdpa_attention_forward
 
     groups = getattr(module, "num_key_value_groups", 1)
     shared_mask = attention_mask is None or attention_mask.shape[1] == 1
@@ -49,8 +49,8 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
     if query.shape[2] != 1 or groups == 1 or not shared_mask or not plain:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
-    rows, heads, _, dim = query.shape
-    packed = query.reshape(rows, heads // groups, groups, dim)  # query head h reads key head h // groups
+    rows, heads = query.shape[:2]
+    packed = pack_gqa(query, groups)  # transformers' own packing: query head h reads key head h // groups
     out = F.scaled_dot_product_attention(packed, key, value, attn_mask=attention_mask, dropout_p=dropout,
                                          scale=scaling)
     return out.reshape(rows, heads, 1, value.shape[-1]).transpose(1, 2).contiguous(), None
