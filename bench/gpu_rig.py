@@ -158,7 +158,9 @@ def matmuls(eng, model, bw: float, steps: int = 32) -> None:
     the floor of a step made of the model's own products, the second what fusing buys, the third
     how near the bandwidth a plain kernel gets."""
     linears = [(name, m.weight) for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
-    fusable = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "gate_proj": "gate_up", "up_proj": "gate_up"}
+    from codeeval.generation.fused_products import GROUPS
+
+    fusable = {name: group for group in GROUPS for name in group}  # the groups the backend fuses
     groups: dict[tuple, list] = {}
     for name, w in linears:
         prefix, _, leaf = name.rpartition(".")

@@ -17,16 +17,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_static_decoder import GREEDY, SAMPLED, jobs, static, tiny  # noqa: E402
+from test_static_decoder import GREEDY, SAMPLED, jobs, static, tiny, tokenizer  # noqa: E402,F401 (a fixture)
 
 from codeeval.generation import fused_products  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def tokenizer(demo_model_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(demo_model_dir)
 
 
 def storage_bytes(model) -> int:
