@@ -272,10 +272,11 @@ def main(argv=None) -> int:
         return prepare()
     from codeeval.generation import options
 
-    try:  # a lent GPU's one run must not die of a misspelled option after the model is built
-        options.parse("transformers", [(k, v) for k, _, v in (o.partition("=") for o in ns.option + ns.versus)])
-    except options.OptionError as exc:
-        raise SystemExit(f"bench/gpu.py: {exc.usage.replace('--backend_option', '--option', 1)}")
+    for flag, given in (("--option", ns.option), ("--versus", ns.versus)):
+        try:  # a lent GPU's one run must not die of a misspelled option after the model is built
+            options.parse("transformers", [(k, v) for k, _, v in (o.partition("=") for o in given)])
+        except options.OptionError as exc:
+            raise SystemExit(f"bench/gpu.py: {exc.usage.replace('--backend_option', flag, 1)}")
     if not Path(ns.humaneval).is_file():
         raise SystemExit(f"bench/gpu.py: {ns.humaneval} is missing: `python bench/gpu.py --prepare` writes it "
                          "(or give --humaneval a file)")
