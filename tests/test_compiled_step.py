@@ -46,15 +46,37 @@ def test_fused_groups_make_one_product_each_and_decode_the_same(tokenizer, kind)
     for args in (GREEDY, SAMPLED):
         decoder = static(model, tokenizer, args, compile=True, fuse=True, slots=4)
         assert decoder.decode(rows) == expected[args] and decoder.mode == "compiled"
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        decoder._engine.runner.run()
-    products = sum(e.count for e in prof.key_averages() if e.key in ("aten::mm", "aten::addmm"))
-    assert (linears, products) == (15, 9)
+    assert (linears, products_of_a_step(decoder)) == (15, 9)
     after = model.state_dict()
     assert after.keys() == before.keys() and all(torch.equal(after[k], v) for k, v in before.items())
     assert storage_bytes(model) == held
     assert torch.equal(model(probe).logits, logits)
     assert fused_products.fuse(model) == 0  # fused already: a second call changes nothing
+
+
+def products_of_a_step(decoder) -> int:
+    """The matrix-product calls (aten::mm, aten::addmm) of one replayed step of the decoder's engine."""
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        decoder._engine.runner.run()
+    return sum(e.count for e in prof.key_averages() if e.key in ("aten::mm", "aten::addmm"))
+
+
+@pytest.mark.parametrize("kind, fuse, wide", [("llama", False, 15), ("qwen2", True, 9)])
+@torch.inference_mode()
+def test_thin_products_are_reductions_and_decode_the_same(tokenizer, kind, fuse, wide):
+    """``thin_products=2``: a step of 2 slots (one prompt's) makes no matrix-product call, each
+    Linear (or fused group) being one of Inductor's reductions, while a step of 4 slots makes its
+    products as before; both decode what the eager step decodes (greedy and seeded sampling, fp32)."""
+    torch._dynamo.reset()  # Dynamo compiles a code object 8 times at most in a process
+    model = tiny(kind, len(tokenizer))
+    rows = jobs(tokenizer, n=2)
+    for args in (GREEDY, SAMPLED):
+        expected = static(model, tokenizer, args).decode(rows)
+        decoder = static(model, tokenizer, args, compile=True, fuse=fuse, thin_rows=2, slots=2)
+        for slots, products in ((2, 0), (4, wide)):
+            decoder.slots_for = lambda length, s=slots: s
+            assert decoder.decode(rows) == expected and decoder.mode == "compiled", (args, slots)
+            assert products_of_a_step(decoder) == products, (args, slots)
 
 
 @pytest.mark.parametrize("kv_heads", [4, 2], ids=["one-query-head-per-key-head", "grouped-query"])

@@ -358,7 +358,8 @@ def test_the_gpu_bench_runs_through_on_the_cpu(demo_model_dir, data_dir):
                          capture_output=True, text=True, timeout=60)  # refused before any model is built
     assert bad.returncode == 1 and bad.stderr.strip().splitlines() == [
         "bench/gpu.py: --option compile_mod: not an option of the transformers backend (did you mean compile_mode?); "
-        "its options: decoder, compile, compile_mode, fuse_products, cuda_graph, check_every, prefill_tokens, batch_rows, "
+        "its options: decoder, compile, compile_mode, fuse_products, thin_products, cuda_graph, check_every, "
+        "prefill_tokens, batch_rows, "
         "prompt_lookup, step_tokens, max_context"], bad.stderr
 
 

@@ -27,16 +27,22 @@ from codeeval.generation.slot_cache import SlotCache
 log = logging.getLogger(__name__)
 
 
-def compiled(fn: Callable, mode: str = "default") -> Callable:
+def compiled(fn: Callable, mode: str = "default", thin_rows: int = 0) -> Callable:
     """``torch.compile`` of the forward: Inductor, no CUDA graphs of its own (the step is
     captured whole), no error when part of the model does not compile (it runs eagerly).
     ``max-autotune-no-cudagraphs`` also times Triton's matrix products against cuBLAS's for each
-    shape: minutes more of compiling, for the decode steps of a long run."""
+    shape: minutes more of compiling, for the decode steps of a long run. ``thin_rows``: steps of
+    at most that many slots make their matrix products as Inductor's own reductions, with block
+    sizes tuned per kernel on a GPU (codeeval/generation/thin_products.py)."""
     from torch._inductor import list_mode_options
 
     from codeeval.generation.fused_products import SameProducts
 
     options = {**list_mode_options(mode), "post_grad_custom_pre_pass": SameProducts()}
+    if thin_rows:
+        from codeeval.generation.thin_products import ThinProducts
+
+        options.update(post_grad_custom_post_pass=ThinProducts(thin_rows), coordinate_descent_tuning=True)
     return torch.compile(fn, dynamic=None, fullgraph=False, options=options)
 
 
@@ -44,6 +50,13 @@ def mark_dynamic(*tensors: torch.Tensor, dims=(0,)) -> None:
     for t in tensors:
         for d in dims:
             torch._dynamo.maybe_mark_dynamic(t, d)
+
+
+def mark_static(*tensors: torch.Tensor, dims=(0,)) -> None:
+    """Compiled for these sizes even where Dynamo has seen others before (it would go dynamic)."""
+    for t in tensors:
+        for d in dims:
+            torch._dynamo.mark_static(t, d)
 
 
 class StepRunner:
@@ -104,10 +117,11 @@ def is_oom(exc: BaseException) -> bool:
 
 class SlotState:
     """The device state of S slots x L columns and the step that advances it. ``compiled`` is
-    the compiled form of :func:`logits` to capture, or None to capture the plain one."""
+    the compiled form of :func:`logits` to capture, or None to capture the plain one; it is
+    compiled for exactly this many slots where ``exact_slots`` (for thin products), else for any."""
 
     def __init__(self, model, args, like, slots: int, length: int, check_every: int, graph: bool,
-                 compiled: Optional[Callable] = None):
+                 compiled: Optional[Callable] = None, exact_slots: bool = False):
         dev = like.layers[0].keys.device
         self.model, self.args, self.compiled = model, args, compiled
         self.key = (slots, length, like.layers[0].keys.dtype, args)  # the graph holds args' sampling
@@ -116,6 +130,7 @@ class SlotState:
         self.ring = 2 * check_every  # the host reads one window of steps while the next runs
         self.hist = torch.zeros((self.ring, slots), dtype=torch.long, device=dev)
         self.t = torch.zeros(1, dtype=torch.long, device=dev)
+        self.exact_slots = exact_slots
         self.runner = build(self._step_fn, dev, graph, compiled is not None)
         self.reset()
 
@@ -123,8 +138,10 @@ class SlotState:
         cache, last = self.cache, self.cache.length - 1
         logits_of = self.compiled if compiled else logits
         if compiled:
-            mark_dynamic(self.tok, cache.columns, cache._cols)
-            mark_dynamic(*(t for layer in cache.layers for t in (layer.keys, layer.values)), dims=(0, 2))
+            kv = [t for layer in cache.layers for t in (layer.keys, layer.values)]  # (slots, heads, length, dim)
+            mark_dynamic(cache._cols)
+            mark_dynamic(*kv, dims=(2,))
+            (mark_static if self.exact_slots else mark_dynamic)(self.tok, cache.columns, *kv)  # their dim 0: slots
 
         def step() -> None:
             scores = logits_of(self.model, self.tok, cache)

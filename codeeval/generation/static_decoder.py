@@ -70,11 +70,11 @@ class StaticDecoder:
     def __init__(self, model, tokenizer, args, device, eos_ids: list[int], pad_id: int,
                  slots: Callable[[int], int], check_every: int = 4, compile: bool = False, graph: bool = True,
                  prefill_tokens: int = 4096, on_step: Optional[Callable[[int, int], None]] = None,
-                 compile_mode: str = "default", fuse: bool = False):
+                 compile_mode: str = "default", fuse: bool = False, thin_rows: int = 0):
         self.model, self.tokenizer, self.args, self.device = model, tokenizer, args, torch.device(device)
         self.eos_ids, self.pad_id, self.slots_for = eos_ids, pad_id, slots
         self.check_every, self.compile, self.graph = max(1, check_every), compile, graph
-        self.compile_mode = compile_mode
+        self.compile_mode, self.thin_rows = compile_mode, thin_rows
         if compile:
             from codeeval.generation import fused_products, grouped_attention
 
@@ -83,17 +83,20 @@ class StaticDecoder:
                 fused_products.fuse(model)  # the weights become views of one matrix per group: memory as before
         self.prefill_tokens, self.on_step = prefill_tokens, on_step  # on_step(slots, step): a test's fault injection
         self.cache_arg = cache_argument(model)
-        self._compiled: Optional[Callable] = None
+        self._compiled: dict[bool, Callable] = {}  # by exact_slots: thin products, or any slot count
         self._engine: Optional[SlotState] = None
         self.slots_used = 0  # by the last run: an out-of-memory error halves it
         # steps run, slots x steps, prefill passes, OOM restarts, seconds in the step loop
         self.stats = {"steps": 0, "slot_steps": 0, "prefills": 0, "restarts": 0, "decode_s": 0.0}
         self.mode = ""
 
-    def compiled_logits(self) -> Callable:
-        if self._compiled is None:
-            self._compiled = decode_step.compiled(decode_step.logits, self.compile_mode)
-        return self._compiled
+    def compiled_logits(self, exact_slots: bool = False) -> Callable:
+        """The compiled forward; for ``exact_slots``, one apart with thin products, compiled per
+        slot count (Dynamo would otherwise take a graph for any count that it compiled before)."""
+        if exact_slots not in self._compiled:
+            thin = self.thin_rows if exact_slots else 0
+            self._compiled[exact_slots] = decode_step.compiled(decode_step.logits, self.compile_mode, thin)
+        return self._compiled[exact_slots]
 
     def decode(self, rows: list[Job], on_end: Optional[Callable[[int], None]] = None) -> list[tuple[str, int, str]]:
         """(text, n_tokens, finish_reason) per row, in the order given; ``on_end(j)`` as row j ends."""
@@ -187,8 +190,10 @@ class StaticDecoder:
         key = (slots, length, like.layers[0].keys.dtype, self.args)
         if self._engine is None or self._engine.key != key:
             self._engine = None  # the old cache goes before the new one is allocated
-            compiled = self.compiled_logits() if self.compile else None
-            self._engine = SlotState(self.model, self.args, like, slots, length, self.check_every, self.graph, compiled)
+            exact = slots <= self.thin_rows
+            compiled = self.compiled_logits(exact) if self.compile else None
+            self._engine = SlotState(self.model, self.args, like, slots, length, self.check_every, self.graph, compiled,
+                                     exact_slots=exact)
             self.mode = self._engine.runner.mode
         else:
             self._engine.reset()

@@ -229,7 +229,8 @@ class TransformersBackend(Backend):
                 check_every=self.options["check_every"], compile=_given(self.options["compile"], on_gpu),
                 graph=self.options["cuda_graph"],
                 prefill_tokens=_given(self.options["prefill_tokens"], 4096 if on_gpu else 1024),
-                compile_mode=self.options["compile_mode"], fuse=_given(self.options["fuse_products"], half))
+                compile_mode=self.options["compile_mode"], fuse=_given(self.options["fuse_products"], half),
+                thin_rows=self.options["thin_products"])
         try:
             return self._static.decode(ordered, on_end=finished)
         except Unsupported as exc:

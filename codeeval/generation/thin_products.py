@@ -1,0 +1,74 @@
+"""The matrix products of a step with few rows written as reductions that Inductor generates,
+instead of calls to the BLAS.
+
+A decode step has one row per slot, so each of its matrix products reads a whole matrix to make a
+few numbers per row: its time is the matrix's bytes. cuBLAS read the matrices of a
+deepseek-coder-1.3b step at 2.55 TB/s on an H200, 53% of the bandwidth (bench/gpu.py), and each
+call is a kernel of its own between Inductor's. Written as a product and a sum over the inner
+dimension, a matrix product is one of Inductor's reduction kernels instead, with block sizes it
+tunes to the shape, and one that it can fuse with the additions and conversions next to it.
+
+Only for products whose row count is known when compiled and at most ``rows``: a reduction reads
+the rows of the step together, with each weight once, but multiplies on the vector units, so past
+a few rows the BLAS, which multiplies on the matrix units, is faster. The decoder compiles such
+small steps for their exact slot count (``decode_step.mark_dynamic``), and a step of more slots
+keeps the BLAS's products.
+"""
+from __future__ import annotations
+
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
+from torch._inductor.pattern_matcher import Arg, CallFunction, Match, PatternMatcherPass, register_graph_pattern
+from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+aten = torch.ops.aten
+
+
+def product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` for a of few rows, accumulated in fp32: the weight b (K x N, the transpose of a
+    Linear's N x K) is read along K, its rows' contiguous dimension, once for all of a's rows."""
+    both = b.t().unsqueeze(1).float() * a.unsqueeze(0).float()  # N x rows x K
+    return both.sum(-1).t()
+
+
+def _mm(a, b):
+    return product(a, b).to(a.dtype)
+
+
+def _addmm(bias, a, b):
+    return (product(a, b) + bias.float()).to(a.dtype)
+
+
+class ThinProducts(CustomGraphPass):
+    """Inductor's post-grad pass that writes each ``mm`` and ``addmm`` of at most ``rows`` rows
+    as :func:`product`."""
+
+    def __init__(self, rows: int):
+        self.rows = rows
+        self.patterns = PatternMatcherPass(pass_name="codeeval_thin_products")
+        for target, replacement, at in ((aten.mm.default, _mm, 0), (aten.addmm.default, _addmm, 1)):
+            pattern = CallFunction(target, *(Arg() for _ in range(at + 2)))
+            register_graph_pattern(pattern, extra_check=self._thin(at), pass_dict=self.patterns)(
+                self._replacer(replacement, at))
+
+    def _thin(self, at: int):
+        def check(match: Match) -> bool:
+            a, b = (n.meta.get("val") if isinstance(n, torch.fx.Node) else None for n in match.args[at:at + 2])
+            return (a is not None and b is not None and a.dim() == 2 and b.dim() == 2 and a.dtype.is_floating_point
+                    and statically_known_true(a.shape[0] <= self.rows))
+        return check
+
+    @staticmethod
+    def _replacer(replacement, at: int):
+        def replace(match: Match, *args) -> None:
+            match.replace_by_example(replacement, list(args))
+            # the rows are made once, before the reduction: else Inductor would inline the norm
+            # that makes them into its loads, and compute it again for each of the matrix's rows
+            args[at].meta["inductor_realize_to_strides"] = True
+        return replace
+
+    def __call__(self, graph: torch.fx.Graph) -> None:
+        self.patterns.apply(graph)
+
+    def uuid(self):
+        return get_hash_for_files((__file__,)) + str(self.rows).encode()
