@@ -623,18 +623,22 @@ def test_prefect_server_restarted_under_a_team_run(team, workload, data_dir, und
         time.sleep(2)
     evaluate_log = (srv.tmp / "worker-cpu.log").read_text()  # the evaluate run's process writes there
     workers = evaluate_log + (srv.tmp / "worker-gpu.log").read_text()
-    crashed = sorted({r["name"] for r in shard_runs(srv) if r["state_type"] == "CRASHED"})
+    crashed = [r for r in shard_runs(srv) if r["state_type"] == "CRASHED"]
     print(f"{case}: the watch ended with {code}, the evaluate run {state}; shard runs that crashed: "
-          f"{crashed or 'none'}")
+          f"{sorted(r['name'] for r in crashed) or 'none'}")
     for line in [*seen.splitlines(), *workers.splitlines()]:
         if any(w in line for w in ("crashed", "does not answer", "Retry", "Stopped watching", "shards failed")):
             print("   ", line.strip()[:300])
     assert "Traceback" not in seen, f"{case}: a traceback in the watch:\n{seen[-4000:]}"
     assert "RuntimeError: Failed to reach API" not in workers, f"{case}: the unreachable server as a traceback"
     flat = " ".join(evaluate_log.split())  # long lines wrap
-    for name in crashed:  # the evaluate run said so in one line, and started the shard again
-        assert re.search(rf"StageCrashed\('{name} on pool \w+ crashed: [^']*', '[0-9a-f-]+'\) - Retry 1/2", flat), \
-            (case, name)
+    from codeeval.flows.stages import StageCrashed
+
+    for r in crashed:  # the evaluate run said so in one line, naming that run, and started the shard again
+        error = StageCrashed(f"{r['name']} on pool {r['work_pool_name']} crashed: "
+                             f"{r['state']['message'] or 'its process died'}", r["id"])
+        line = " ".join(f"Task run failed with exception: {error!r} - Retry 1/2".split())  # the repr as logged
+        assert line in flat, (case, line)
     if code == 0:
         assert state == "COMPLETED" and "Completed" in seen, (case, seen[-3000:])
     else:  # the run's failure, or Prefect's own line for a watch that lost the server's stream
