@@ -154,9 +154,10 @@ def kernels(eng, model, bw: float, steps: int = 4) -> None:
 def matmuls(eng, model, bw: float, steps: int = 32) -> None:
     """The step's matrix products alone, as the BLAS runs them for this many slots (one graph on
     a GPU): as the model has them, and with each layer's q/k/v and gate/up matrices made one; on a
-    GPU with Triton and <= 16 slots, also bench/gemv.py's kernel on the fused matrices. The first is
-    the floor of a step made of the model's own products, the second what fusing buys, the third
-    how near the bandwidth a plain kernel gets."""
+    GPU with Triton and <= 16 slots, also bench/gemv.py's kernel on the fused matrices, and with <= 4
+    slots Inductor's reductions (thin_products) on them. The first is the floor of a step made of the
+    model's own products, the second what fusing buys, the others how near the bandwidth a kernel
+    not cuBLAS's gets."""
     linears = [(name, m.weight) for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
     from codeeval.generation.fused_products import GROUPS
 
@@ -176,6 +177,8 @@ def matmuls(eng, model, bw: float, steps: int = 32) -> None:
             variants["fused, Triton's (bench/gemv.py)"] = (fused, gemv)
     except Exception as exc:  # noqa: BLE001 - a figure that explains, not one the run needs
         print(f"  bench/gemv.py: not loaded ({type(exc).__name__}: {str(exc)[:120]})", flush=True)
+    if torch.cuda.is_available() and slots <= 4:
+        variants["fused, Inductor's reductions (thin_products)"] = (fused, thin_product(slots))
     xs = {w.shape[1]: torch.randn(slots, w.shape[1], device=w.device, dtype=w.dtype) for _, w in linears}
     nbytes = sum(w.numel() * w.element_size() for _, w in linears)
     line = []
@@ -188,6 +191,16 @@ def matmuls(eng, model, bw: float, steps: int = 32) -> None:
         line.append(f"{label}: {len(ws)} products {each * 1e3:.3f} ms, {nbytes / each / 1e12:.2f} TB/s "
                     f"({nbytes / each / bw:.0%})" + (f", WRONG by up to {wrong:.3g}" if wrong > 0.05 else ""))
     print(f"  its matrix products alone ({slots} slots): " + "; ".join(line), flush=True)
+
+
+def thin_product(rows: int):
+    """x @ w.T compiled as the decode step's thin products are (one graph per shape, each tuned)."""
+    from codeeval.generation import thin_products
+
+    def linear(x, w):
+        return torch.nn.functional.linear(x, w)
+
+    return torch.compile(linear, dynamic=False, options=thin_products.inductor_options(rows))
 
 
 def _products_time(ws, product, xs, steps: int) -> tuple[float, float]:

@@ -40,9 +40,9 @@ def compiled(fn: Callable, mode: str = "default", thin_rows: int = 0) -> Callabl
 
     options = {**list_mode_options(mode), "post_grad_custom_pre_pass": SameProducts()}
     if thin_rows:
-        from codeeval.generation.thin_products import ThinProducts
+        from codeeval.generation import thin_products
 
-        options.update(post_grad_custom_post_pass=ThinProducts(thin_rows), coordinate_descent_tuning=True)
+        options.update(thin_products.inductor_options(thin_rows))
     return torch.compile(fn, dynamic=None, fullgraph=False, options=options)
 
 

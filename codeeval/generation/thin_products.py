@@ -72,3 +72,9 @@ class ThinProducts(CustomGraphPass):
 
     def uuid(self):
         return get_hash_for_files((__file__,)) + str(self.rows).encode()
+
+
+def inductor_options(rows: int) -> dict:
+    """What ``torch.compile(options=...)`` takes for thin products of at most ``rows`` rows: the
+    pass, and Inductor's tuning of each kernel's block sizes by timing them (on a GPU)."""
+    return {"post_grad_custom_post_pass": ThinProducts(rows), "coordinate_descent_tuning": True}
