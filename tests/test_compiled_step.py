@@ -64,19 +64,21 @@ def products_of_a_step(decoder) -> int:
 @pytest.mark.parametrize("kind, fuse, wide", [("llama", False, 15), ("qwen2", True, 9)])
 @torch.inference_mode()
 def test_thin_products_are_reductions_and_decode_the_same(tokenizer, kind, fuse, wide):
-    """``thin_products=2``: a step of 2 slots (one prompt's) makes no matrix-product call, each
-    Linear (or fused group) being one of Inductor's reductions, while a step of 4 slots makes its
-    products as before; both decode what the eager step decodes (greedy and seeded sampling, fp32)."""
+    """``thin_products=2``: a step of 1 or 2 slots makes no matrix-product call, each Linear (or
+    fused group) being one of Inductor's reductions, while a step of 4 slots makes its products as
+    before; all decode what the eager step decodes (greedy and seeded sampling, fp32), and one
+    prompt takes one slot."""
     torch._dynamo.reset()  # Dynamo compiles a code object 8 times at most in a process
     model = tiny(kind, len(tokenizer))
     rows = jobs(tokenizer, n=2)
     for args in (GREEDY, SAMPLED):
         expected = static(model, tokenizer, args).decode(rows)
         decoder = static(model, tokenizer, args, compile=True, fuse=fuse, thin_rows=2, slots=2)
-        for slots, products in ((2, 0), (4, wide)):
+        for slots, products in ((1, 0), (2, 0), (4, wide)):
             decoder.slots_for = lambda length, s=slots: s
             assert decoder.decode(rows) == expected and decoder.mode == "compiled", (args, slots)
             assert products_of_a_step(decoder) == products, (args, slots)
+        assert decoder.decode(rows[:1]) == expected[:1] and decoder.slots_used == 1  # one prompt: one slot
 
 
 @pytest.mark.parametrize("kv_heads", [4, 2], ids=["one-query-head-per-key-head", "grouped-query"])

@@ -110,7 +110,7 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
                "matrix product each (codeeval/generation/fused_products.py)", "yes in bf16 and fp16, no in fp32"),
         Option("thin_products", integer(0), 0, "compiled: steps of at most this many slots make their matrix "
                "products as Inductor's own reductions, not cuBLAS calls (codeeval/generation/thin_products.py; "
-               "one prompt takes 2 slots); 0: never"),
+               "one prompt then takes one slot, not 2); 0: never"),
         Option("cuda_graph", FLAG, True, "capture the static decoder's step as a CUDA graph"),
         Option("check_every", integer(1), 4, "static decoder: steps between host checks for stop strings"),
         Option("prefill_tokens", integer(1), None, "static decoder: padded prompt tokens a prefill takes",

@@ -108,8 +108,9 @@ class StaticDecoder:
                                                         first_of.setdefault(tuple(rows[j].ids), j)))
         length = max(len(r.ids) + r.budget for r in rows)
         slots = max(1, min(self.slots_for(length), len(rows)))
-        # a dimension of 1 would be compiled apart (specialised): compiled, one row gets 2 slots
-        least = 2 if self.compile else 1
+        # a dimension of 1 would be compiled apart (specialised): compiled, one row gets 2 slots,
+        # unless thin products compile such steps for their exact slot count anyway
+        least = 2 if self.compile and not self.thin_rows else 1
         while True:
             todo = [j for j in order if ends.result[j] is None]
             try:
