@@ -39,6 +39,12 @@ def _addmm(bias, a, b):
     return (product(a, b) + bias.float()).to(a.dtype)
 
 
+def _linear_weight(b) -> bool:
+    """b is a Linear's (N x K) weight seen transposed, so that a sum over K reads it contiguously;
+    GPT-2's Conv1D holds its weight K x N, which a reduction over K would read across its rows."""
+    return statically_known_true(b.stride(0) == 1) and statically_known_true(b.stride(1) == b.shape[0])
+
+
 class ThinProducts(CustomGraphPass):
     """Inductor's post-grad pass that writes each ``mm`` and ``addmm`` of at most ``rows`` rows
     as :func:`product`."""
@@ -55,7 +61,7 @@ class ThinProducts(CustomGraphPass):
         def check(match: Match) -> bool:
             a, b = (n.meta.get("val") if isinstance(n, torch.fx.Node) else None for n in match.args[at:at + 2])
             return (a is not None and b is not None and a.dim() == 2 and b.dim() == 2 and a.dtype.is_floating_point
-                    and statically_known_true(a.shape[0] <= self.rows))
+                    and statically_known_true(a.shape[0] <= self.rows) and _linear_weight(b))
         return check
 
     @staticmethod
