@@ -11,8 +11,9 @@ tunes to the shape, and one that it can fuse with the additions and conversions 
 Only for products whose row count is known when compiled and at most ``rows``: a reduction reads
 the rows of the step together, with each weight once, but multiplies on the vector units, so past
 a few rows the BLAS, which multiplies on the matrix units, is faster. The decoder compiles such
-small steps for their exact slot count (``decode_step.mark_dynamic``), and a step of more slots
-keeps the BLAS's products.
+small steps for their exact slot count (``SlotState``'s ``exact_slots``), and a step of more slots
+keeps the BLAS's products. The rows are made (realized) before the reduction that reads them:
+inlined into its loads, the norm that makes them would be computed again for every matrix row.
 """
 from __future__ import annotations
 
@@ -68,9 +69,7 @@ class ThinProducts(CustomGraphPass):
     def _replacer(replacement, at: int):
         def replace(match: Match, *args) -> None:
             match.replace_by_example(replacement, list(args))
-            # the rows are made once, before the reduction: else Inductor would inline the norm
-            # that makes them into its loads, and compute it again for each of the matrix's rows
-            args[at].meta["inductor_realize_to_strides"] = True
+            args[at].meta["inductor_realize_to_strides"] = True  # the rows made once, not per matrix row
         return replace
 
     def __call__(self, graph: torch.fx.Graph) -> None:
