@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
+from codeeval.core import yes_no
 from codeeval.core.errors import UsageError
 from codeeval.executors import SANDBOXES
 from codeeval.generation import BACKENDS, GenerationArgs
@@ -14,12 +15,10 @@ from codeeval.pipeline.config import RunConfig
 
 
 def _bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("1", "true", "yes", "y", "on"):
-        return True
-    if value in ("0", "false", "no", "n", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    value = yes_no.parse(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return value
 
 
 def _ks(text: str) -> list[int]:

@@ -15,8 +15,9 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
+from codeeval.core import yes_no
+
 PROBE_TIMEOUT_S = 3.0
-_TRUE = ("1", "true", "yes", "on")
 
 
 def endpoint() -> str:
@@ -24,7 +25,7 @@ def endpoint() -> str:
 
 
 def offline_requested() -> bool:
-    return any(os.environ.get(v, "").strip().lower() in _TRUE for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+    return any(yes_no.parse(os.environ.get(v, "")) for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
 
 
 @functools.lru_cache(maxsize=1)

@@ -14,11 +14,12 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
+from codeeval.core import yes_no
+
 DECODERS = ("static", "dynamic")
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")  # none with CUDA graphs of its own
 ENDPOINTS = ("completions", "chat")
 API_KEY_BLOCK = "api_key_block"  # read by codeeval/tasks/secrets.py where the shard runs, never sent
-_YES, _NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
 
 class OptionError(ValueError):
@@ -61,15 +62,13 @@ def number(low: float, high: Optional[float] = None, low_open: bool = False) -> 
 
 
 def _flag(text: str) -> bool:
-    word = text.strip().lower()
-    if word in _YES:
-        return True
-    if word in _NO:
-        return False
-    raise ValueError(text)
+    value = yes_no.parse(text) if text.strip() else False  # `KEY=` says no
+    if value is None:
+        raise ValueError(text)
+    return value
 
 
-FLAG = Parser("yes or no (1/0, true/false, yes/no, on/off)", _flag)
+FLAG = Parser(yes_no.WORDS, _flag)
 TEXT = Parser("a text", lambda text: text)
 
 
