@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
 from codeeval.core import files
 from codeeval.core.cache import cache_root
@@ -137,10 +137,12 @@ def fetch_dir(path: Path) -> Path:
     return path
 
 
-def root() -> Path:
-    """Where the runs of this storage live on this host (run_dir's parent): files that every run
-    under it shares, such as the request journal, go here."""
-    return run_dir("_").parent
+def root(env: Optional[Mapping[str, str]] = None) -> Path:
+    """Where the runs of this storage live on this host: under CODEEVAL_STORAGE (a path every host
+    sees alike, or this host's mirror of a URL), else runs/. Files that every run under it shares,
+    such as the request journal, go here too. ``env``: another environment than this process's."""
+    store = (os.environ if env is None else env).get("CODEEVAL_STORAGE", "")
+    return mirror_root(store.rstrip("/")) if "://" in store else Path(store or "runs")
 
 
 def shared(name: str) -> Path:
@@ -150,11 +152,8 @@ def shared(name: str) -> Path:
 
 
 def run_dir(run_id: str) -> Path:
-    """Where the run `run_id` lives on this host when no --output_dir names it: under
-    CODEEVAL_STORAGE (a path every host sees alike, or this host's mirror of a URL), else runs/."""
-    if store := url():
-        return mirror_root(store) / run_id
-    return Path(os.environ.get("CODEEVAL_STORAGE") or "runs") / run_id
+    """Where the run `run_id` lives on this host when no --output_dir names it."""
+    return root() / run_id
 
 
 def fetch_run(root: Path) -> Path:

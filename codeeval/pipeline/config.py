@@ -83,11 +83,14 @@ class RunConfig:
 
     @property
     def run_dir(self) -> Path:
-        """--output_dir, else runs/<run_id> under CODEEVAL_STORAGE (a path every host of a team
-        sees alike, or an fsspec URL), else under the working directory."""
+        """--output_dir, else <run_id> under the storage root (core/storage.py's ``root``)."""
         from codeeval.core import storage
 
-        return Path(self.output_dir) if self.output_dir else storage.run_dir(self.run_id)
+        return self.dir_under(storage.root())
+
+    def dir_under(self, root: Path) -> Path:
+        """Where the run lives with ``root`` as the storage root: its output_dir, else root/<run_id>."""
+        return Path(self.output_dir) if self.output_dir else root / self.run_id
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

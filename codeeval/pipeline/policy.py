@@ -69,11 +69,7 @@ class WorkerPolicy:
     def from_env(cls, env: Optional[Mapping[str, str]] = None) -> "WorkerPolicy":
         env = os.environ if env is None else env
         allow = frozenset(a.strip() for a in env.get(ALLOW_ENV, "").split(",") if a.strip())
-        store = env.get("CODEEVAL_STORAGE", "")
-        if "://" in store:
-            root = storage.mirror_root(store.rstrip("/"))
-        else:
-            root = Path(store or "runs")
+        root = storage.root(env)
         roots = tuple(_real(Path(p)) for p in env.get(DATA_ROOTS_ENV, "").split(":") if p.strip())
         return cls(allow, _real(root), roots,
                    int(env.get(MAX_WORKERS_ENV) or os.cpu_count() or 1),
@@ -91,8 +87,7 @@ class WorkerPolicy:
         metric_output_path and save_generations_path inside the run's own directory: the storage
         root is every run's, so two runs that both save `generations.json` would overwrite each other."""
         config = dataclasses.replace(config, output_dir=self.output(config.output_dir))
-        # where the run lives: its output_dir, else <root>/<run_id> as storage.run_dir puts it
-        run_dir = Path(config.output_dir) if config.output_dir else self.storage_root / config.run_id
+        run_dir = config.dir_under(self.storage_root)
         return dataclasses.replace(config, metric_output_path=self.output(config.metric_output_path, run_dir),
                                    save_generations_path=self.output(config.save_generations_path, run_dir))
 
