@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -68,6 +69,26 @@ def busy_cores():
         for hog in hogs:
             hog.kill()
         for hog in hogs:
+            hog.wait()
+
+
+@contextmanager
+def one_crowded_cpu(spinners: int = 2, sessions: bool = False):
+    """This thread (and what it starts) on one CPU with `spinners` busy processes: a third of it each.
+    `sessions`: each spinner in a session of its own, as a harness's step is: the kernel's autogroups
+    share a CPU between sessions first, so spinners in this test's session would crowd a step in
+    its own session to half of the CPU only, however many they are."""
+    saved = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(saved)})
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=sessions)
+            for _ in range(spinners)]
+    try:
+        time.sleep(0.1)
+        yield
+    finally:
+        os.sched_setaffinity(0, saved)
+        for hog in hogs:
+            hog.kill()
             hog.wait()
 
 

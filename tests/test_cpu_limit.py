@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from docker_env import busy_cores, ensure_images, humaneval_programs, mbpp_programs, unstretched
+from docker_env import busy_cores, ensure_images, humaneval_programs, mbpp_programs, one_crowded_cpu, unstretched
 
 from codeeval.executors.base import PASSED, TIMEOUT, Program
 from codeeval.executors.docker import sandbox as ds
@@ -160,28 +160,13 @@ def test_a_crowded_cpu_counts_against_neither_limit():
     1 s of CPU takes ~4 s of wall time, past its 2 s clock limit. The time it waited for the CPU
     does not count, so it stops at its CPU limit; a sleeper, which queues for nothing, still
     stops at its clock limit, 2 s of wall time."""
-    import os
-    import subprocess
-    import sys
-
-    cpu = min(os.sched_getaffinity(0))
     programs = [Program("crowded-loop", "while True:\n    pass", timeout_s=1.0, clock_s=2.0),
                 Program("crowded-sleep", "import time\ntime.sleep(3600)", timeout_s=1.0, clock_s=2.0)]
-    saved = os.sched_getaffinity(0)
-    hogs = []
-    try:
-        os.sched_setaffinity(0, {cpu})  # inherited by the hogs and the sandbox's programs
-        # each hog in a session of its own, as the sandbox's programs are: the kernel's autogroups share
-        # a CPU between sessions first, so hogs in this test's session left the loop half of it (2.18 s)
-        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
-                for _ in range(3)]
+    # in sessions of their own, as the sandbox's programs are: the kernel's autogroups share a CPU
+    # between sessions first, so hogs in this test's session left the loop half of it (2.18 s)
+    with one_crowded_cpu(spinners=3, sessions=True):  # inherited by the sandbox's programs
         with LocalSandbox(n_workers=1, limits=unstretched()) as sandbox:
             loop, sleep = sandbox.run(programs)
-    finally:
-        os.sched_setaffinity(0, saved)
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
     assert (loop.status, loop.detail) == (TIMEOUT, CPU_DETAIL), loop
     assert loop.duration_s > 2.0, "the loop should have waited past its clock limit for the crowded CPU"
     assert (sleep.status, sleep.detail) == (TIMEOUT, CLOCK_DETAIL.format(2.0)), sleep

@@ -5,13 +5,12 @@ on a CPU crowded by this test's own spinners."""
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 
 import pytest
+from docker_env import one_crowded_cpu
 
 from codeeval.executors import cputime
 from codeeval.executors.cputime import CLOCK, CPU, ENDED, WALL
@@ -102,26 +101,6 @@ def test_the_wall_cap_of_a_program_covers_both_limits_and_the_stretch():
 
 
 # -- real processes ------------------------------------------------------------------------------
-
-@contextmanager
-def one_crowded_cpu(spinners: int = 2, sessions: bool = False):
-    """This thread (and what it starts) on one CPU with `spinners` busy processes: a third of it each.
-    `sessions`: each spinner in a session of its own, as a harness's step is: the kernel's autogroups
-    share a CPU between sessions first, so spinners in this test's session would crowd a step in
-    its own session to half of the CPU only, however many they are."""
-    saved = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {min(saved)})
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=sessions)
-            for _ in range(spinners)]
-    try:
-        time.sleep(0.1)
-        yield
-    finally:
-        os.sched_setaffinity(0, saved)
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
-
 
 class Expired(Exception):
     pass
