@@ -19,8 +19,9 @@ from codeeval.core.cache import cache_root
 from codeeval.core.fingerprint import digest
 
 
-def url() -> Optional[str]:
-    value = os.environ.get("CODEEVAL_STORAGE", "")
+def url(env: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """CODEEVAL_STORAGE when it is a URL (an fsspec store), else None."""
+    value = (os.environ if env is None else env).get("CODEEVAL_STORAGE", "")
     return value.rstrip("/") if "://" in value else None
 
 
@@ -141,8 +142,9 @@ def root(env: Optional[Mapping[str, str]] = None) -> Path:
     """Where the runs of this storage live on this host: under CODEEVAL_STORAGE (a path every host
     sees alike, or this host's mirror of a URL), else runs/. Files that every run under it shares,
     such as the request journal, go here too. ``env``: another environment than this process's."""
-    store = (os.environ if env is None else env).get("CODEEVAL_STORAGE", "")
-    return mirror_root(store.rstrip("/")) if "://" in store else Path(store or "runs")
+    env = os.environ if env is None else env
+    store = url(env)
+    return mirror_root(store) if store else Path(env.get("CODEEVAL_STORAGE") or "runs")
 
 
 def shared(name: str) -> Path:
