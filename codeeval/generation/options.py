@@ -107,9 +107,9 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
                "refused, since the whole step is captured)"),
         Option("fuse_products", FLAG, None, "compiled: each layer's q/k/v and gate/up matrices held as one, one "
                "matrix product each (codeeval/generation/fused_products.py)", "yes in bf16 and fp16, no in fp32"),
-        Option("thin_products", integer(0), 0, "compiled: steps of at most this many slots make their matrix "
+        Option("thin_products", integer(0), None, "compiled: steps of at most this many slots make their matrix "
                "products as Inductor's own reductions, not cuBLAS calls (codeeval/generation/thin_products.py; "
-               "one prompt then takes one slot, not 2); 0: never"),
+               "one prompt then takes one slot, not 2); 0: never", "1 in bf16 and fp16, 0 in fp32"),
         Option("cuda_graph", FLAG, True, "capture the static decoder's step as a CUDA graph"),
         Option("check_every", integer(1), 4, "static decoder: steps between host checks for stop strings"),
         Option("prefill_tokens", integer(1), None, "static decoder: padded prompt tokens a prefill takes",

@@ -27,9 +27,11 @@ aten = torch.ops.aten
 
 def product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a @ b`` for a of few rows, accumulated in fp32: the weight b (K x N, the transpose of a
-    Linear's N x K) is read along K, its rows' contiguous dimension, once for all of a's rows."""
-    both = b.t().unsqueeze(1).float() * a.unsqueeze(0).float()  # N x rows x K
-    return both.sum(-1).t()
+    Linear's N x K) is read along K, its rows' contiguous dimension. The result is laid out as
+    ``mm``'s (rows x N, contiguous): a transposed one reached cuDNN's attention on an H100 as
+    queries with a stride of 2 in their last dimension, which it refuses."""
+    both = a.unsqueeze(1).float() * b.t().unsqueeze(0).float()  # rows x N x K
+    return both.sum(-1)
 
 
 def _mm(a, b):

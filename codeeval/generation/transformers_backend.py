@@ -230,7 +230,7 @@ class TransformersBackend(Backend):
                 graph=self.options["cuda_graph"],
                 prefill_tokens=_given(self.options["prefill_tokens"], 4096 if on_gpu else 1024),
                 compile_mode=self.options["compile_mode"], fuse=_given(self.options["fuse_products"], half),
-                thin_rows=self.options["thin_products"])
+                thin_rows=_given(self.options["thin_products"], int(half)))  # 2 rows: slower than cuBLAS (H100)
         try:
             return self._static.decode(ordered, on_end=finished)
         except Unsupported as exc:
