@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import pickle
 import random
 import re
 import shutil
@@ -701,6 +702,10 @@ def test_an_unreachable_prefect_server_is_one_line_in_a_run_log():
         "([Errno 111] Connection refused): this flow run stops here, finished shards are kept")
     crashed = stages.StageCrashed("generate-humaneval-shard-001 on pool gpu crashed: exit 1", "run-id")
     assert logged(crashed, "Task run failed with exception") == "Task run failed with exception"
+    # Prefect's retry line shows the repr: the shard and its run, no empty cause after them
+    assert repr(crashed) == "StageCrashed('generate-humaneval-shard-001 on pool gpu crashed: exit 1', 'run-id')"
+    again = pickle.loads(pickle.dumps(stages.StageFailed("a shard failed", "run-id", "its cause")))
+    assert (again.flow_run_id, again.cause) == ("run-id", "its cause")
     assert "Traceback" in logged(ValueError("a bug"), "Task run failed with exception")
     # a worker loads the flow's file, not the package: its classes are new ones, their base is the package's
     import importlib.util

@@ -46,7 +46,10 @@ class StageFailed(Explained):
     `cause` (that run's state message) once, for every shard (flows/logs.py)."""
 
     def __init__(self, message: str, flow_run_id: str = "", cause: str = ""):
-        super().__init__(message, flow_run_id, cause)
+        given = (message, flow_run_id, cause)
+        while len(given) > 1 and not given[-1]:  # a retry's log line shows the repr: no `, ''` in it
+            given = given[:-1]
+        super().__init__(*given)  # args rebuild it when unpickled in the evaluate run
         self.flow_run_id, self.cause = flow_run_id, cause
 
     def __str__(self) -> str:
