@@ -119,7 +119,9 @@ class Run:
             given = [tuple(o.split("=", 1)) for o in self.ns.option]
             try:
                 for batch in (1, 2):
-                    self._ours.run(jobs(self.tok, self.items[:batch], [2] * batch), do_sample=False)
+                    took = self._ours.run(jobs(self.tok, self.items[:batch], [2] * batch), do_sample=False)[1]
+                    print(f"ours: {batch} prompt(s), {self._ours.b._static.slots_used} slot(s), compiled and "
+                          f"captured in {took:.1f} s ({self._ours.b._static.mode})", flush=True)
             except Exception as exc:  # noqa: BLE001 - the run goes on, and says so
                 if not given:
                     raise
