@@ -122,6 +122,21 @@ def test_one_prompt_compiled_in_half_precision_takes_one_slot_and_no_blas_produc
     assert (tokens, decoder.mode, decoder.slots_used, products_of_a_step(decoder)) == (6, "compiled", slots, products)
 
 
+@torch.inference_mode()
+def test_the_tenth_model_of_a_process_decodes_compiled_too(tokenizer):
+    """Dynamo compiles one function 8 times at most, then runs it uncompiled with one warning: a
+    process that decoded with 8 models (a nightly's, in-process) ran the ninth without Inductor.
+    Each decoder's compiled forward counts only its own compilations."""
+    torch._dynamo.reset()
+    rows = jobs(tokenizer, n=1)[:1]
+    for _ in range(10):  # a new model each time, as a nightly loads them
+        decoder = static(tiny("llama", len(tokenizer)), tokenizer, GREEDY, compile=True, slots=2)
+        decoder.decode(rows)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        decoder._engine.runner.run()
+    assert any(e.key.startswith("Torch-Compiled Region") for e in prof.key_averages()), "the step ran uncompiled"
+
+
 @pytest.mark.parametrize("kv_heads", [4, 2], ids=["one-query-head-per-key-head", "grouped-query"])
 def test_the_compiled_step_writes_and_reads_the_cache_in_place(demo_model_dir, kv_heads):
     """A step writes one column per slot into the cache and reads all of it. Compiled, a
