@@ -78,7 +78,7 @@ def test_a_run_writes_its_results_to_the_store(tmp_path, data_dir, prefect_api, 
         board = storage.shared(nightly.BOARD)
         here = dataclasses.replace(run, run_dir=storage.localize(run.run_dir))  # the run as this host sees it
         if nights:  # "since" names the first host's night, read from the store
-            assert nightly.previous_night(board, nights[0]) == "2026-11-24 02:00 UTC"
+            assert nightly.previous_night(nightly.read_history(board), nights[0]) == "2026-11-24 02:00 UTC"
         nights.append(nightly.rows_of(here, night[:10], paired.keep_samples(board, night, here)))
         nightly.write_leaderboard(nightly.history_path(board, night), nights[-1])
     copies = store / "leaderboard" / "samples"

@@ -77,11 +77,12 @@ def nightly_leaderboard(models_file: str, output_dir: Optional[str] = None, runs
         reused[config.model] = {task: reuse_json(detail.reused) for task, detail in results.tasks.items()}
 
     delta = nightly.changes(previous, rows)
-    previous_date = nightly.previous_night(out, previous)
+    history = nightly.read_history(out)  # the nights before tonight's (other hosts' too): one listing a night
+    previous_date = nightly.previous_night(history, previous)
     comparisons = paired.compare_nights(out, rows, previous, failed)
     nightly.write_leaderboard(board, rows)
     nightly.write_leaderboard(snapshot, rows)
-    history = nightly.read_history(out)
+    history = nightly.with_tonight(history, snapshot)
     paired.prune(out, [rows for _, rows in history[-paired.KEEP_NIGHTS:]])
     changes_md = nightly.changes_markdown(delta, previous_date, date, failed, comparisons)
     html = artifacts.write_bytes(out / "index.html", page.render(

@@ -220,19 +220,27 @@ def history_path(out: Path, night: str) -> Path:
     return path
 
 
-def previous_night(out: Path, previous: list[LeaderboardRow]) -> Optional[str]:
-    """The night the changes are since, as "2026-11-26 02:00 UTC": its history file's time (two
-    nights of one date are told apart), else the newest date of the previous leaderboard."""
-    snapshots = sorted(storage.fetch_dir(out / HISTORY).glob("leaderboard-*.parquet"))  # other hosts' nights too
-    if snapshots:
-        return f"{short_night(night_of(snapshots[-1]))} UTC"
+History = list[tuple[str, list[LeaderboardRow]]]  # (night, rows) per snapshot, oldest first
+
+
+def previous_night(history: History, previous: list[LeaderboardRow]) -> Optional[str]:
+    """The night the changes are since, as "2026-11-26 02:00 UTC": the newest night of ``history``
+    (read_history's, before tonight's snapshot: two nights of one date are told apart), else the
+    newest date of the previous leaderboard."""
+    if history:
+        return f"{short_night(history[-1][0])} UTC"
     return max((r.date for r in previous), default=None)
 
 
-def read_history(out: Path) -> list[tuple[str, list[LeaderboardRow]]]:
-    """(night, rows) of every snapshot under out/history, oldest first."""
+def read_history(out: Path) -> History:
+    """(night, rows) of every snapshot under out/history, oldest first: one listing of the store."""
     snapshots = sorted(storage.fetch_dir(out / HISTORY).glob("leaderboard-*.parquet"))  # the nights of other hosts too
     return [(night_of(p), _rows(p)) for p in snapshots]
+
+
+def with_tonight(history: History, snapshot: Path) -> History:
+    """read_history's nights with tonight's snapshot, as this host wrote it (no second listing), in order."""
+    return sorted([*history, (night_of(snapshot), _rows(snapshot))], key=lambda night: night[0])
 
 
 def write_leaderboard(path: Path, rows: Iterable[LeaderboardRow]) -> Path:
