@@ -54,7 +54,7 @@ WHEELS = ROOT / ".whl"
 PINNED = ("transformers", "tokenizers", "regex")  # the image has other versions (device README)
 
 from gpu_rig import (ARCHS, BANDWIDTH_GBS, Ours, decode_rate, hf_generate, jobs, peak, random_model,  # noqa: E402
-                     step_alone, sync)
+                     said, step_alone, sync)
 
 
 def prepare() -> int:
@@ -98,9 +98,10 @@ class Run:
         self.size = dict(batch=4 if ns.smoke else 16, new=12 if ns.smoke else 128, prompts=6 if ns.smoke else 164,
                          n=2 if ns.smoke else 20, greedy_new=10 if ns.smoke else 64, per_call=3 if ns.smoke else 8)
         # the GPU defaults, named so that --smoke runs them on the CPU (compiled there too)
+        self.given = [tuple(o.split("=", 1)) for o in ns.option]  # --option's, as the backend takes them
         self.options = ([("decoder", "static"), ("compile", "1")]
                         + [("fuse_products", "1"), ("thin_products", "1")] * ns.smoke  # bf16's
-                        + [tuple(o.split("=", 1)) for o in ns.option])
+                        + self.given)
         self.precision = "fp32" if ns.smoke else "bf16"
         self.tmp = tempfile.TemporaryDirectory(prefix="codeeval-gpu-")
         arch = "llama-tiny" if ns.smoke else ns.arch
@@ -116,18 +117,17 @@ class Run:
         there (a candidate on a card it never ran on), without them: one lent run is not lost to one."""
         if self._ours is None:
             self._ours = Ours(self.model_dir, self.precision, self.device, self.options)
-            given = [tuple(o.split("=", 1)) for o in self.ns.option]
             try:
                 for batch in (1, 2):
                     took = self._ours.run(jobs(self.tok, self.items[:batch], [2] * batch), do_sample=False)[1]
                     print(f"ours: {batch} prompt(s), {self._ours.b._static.slots_used} slot(s), compiled and "
                           f"captured in {took:.1f} s ({self._ours.b._static.mode})", flush=True)
             except Exception as exc:  # noqa: BLE001 - the run goes on, and says so
-                if not given:
+                if not self.given:
                     raise
-                print(f"ours with {given} FAILED ({type(exc).__name__}: {str(exc)[:300]}); going on without "
+                print(f"ours with {self.given} FAILED ({said(exc, 300)}); going on without "
                       "them", flush=True)
-                self.options = [o for o in self.options if o not in given]
+                self.options = [o for o in self.options if o not in self.given]
                 self._ours = Ours(self.model_dir, self.precision, self.device, self.options)
         return self._ours
 
@@ -178,7 +178,7 @@ def part_decode(run: Run) -> None:
                 if batch == 1:
                     step_alone(other, weight_bytes, bw)
         except Exception as exc:  # noqa: BLE001 - a comparison, not a part the run needs
-            print(f"ours with {option}: FAILED ({type(exc).__name__}: {str(exc)[:300]})", flush=True)
+            print(f"ours with {option}: FAILED ({said(exc, 300)})", flush=True)
         other = None
     hf = run.hf()
     hf.generation_config.eos_token_id = None

@@ -35,6 +35,11 @@ def random_model(arch: str, dtype, out: Path, device: str, tokenizer: Path) -> P
     return out
 
 
+def said(exc: BaseException, chars: int = 120) -> str:
+    """An error as a figure's line names it: its type and the start of its message."""
+    return f"{type(exc).__name__}: {str(exc)[:chars]}"
+
+
 def sync() -> float:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
@@ -127,7 +132,7 @@ def step_alone(ours: Ours, weight_bytes: int, bw: float, steps: int = 64) -> Non
         try:
             figure(eng, ours.b.model, bw)
         except Exception as exc:  # noqa: BLE001 - a figure that explains, not one the run needs
-            print(f"  {figure.__name__}: not measured ({type(exc).__name__}: {str(exc)[:120]})", flush=True)
+            print(f"  {figure.__name__}: not measured ({said(exc)})", flush=True)
 
 
 def kernels(eng, model, bw: float, steps: int = 4) -> None:
@@ -176,7 +181,7 @@ def matmuls(eng, model, bw: float, steps: int = 32) -> None:
         if triton is not None and torch.cuda.is_available() and slots <= 16:
             variants["fused, Triton's (bench/gemv.py)"] = (fused, gemv)
     except Exception as exc:  # noqa: BLE001 - a figure that explains, not one the run needs
-        print(f"  bench/gemv.py: not loaded ({type(exc).__name__}: {str(exc)[:120]})", flush=True)
+        print(f"  bench/gemv.py: not loaded ({said(exc)})", flush=True)
     if torch.cuda.is_available() and slots <= 4:
         variants["fused, Inductor's reductions (thin_products)"] = (fused, thin_product(slots))
     xs = {w.shape[1]: torch.randn(slots, w.shape[1], device=w.device, dtype=w.dtype) for _, w in linears}
@@ -186,7 +191,7 @@ def matmuls(eng, model, bw: float, steps: int = 32) -> None:
         try:
             each, wrong = _products_time(ws, product, xs, steps)
         except Exception as exc:  # noqa: BLE001 - one variant's failure leaves the others' figures
-            line.append(f"{label}: failed ({type(exc).__name__}: {str(exc)[:120]})")
+            line.append(f"{label}: failed ({said(exc)})")
             continue
         line.append(f"{label}: {len(ws)} products {each * 1e3:.3f} ms, {nbytes / each / 1e12:.2f} TB/s "
                     f"({nbytes / each / bw:.0%})" + (f", WRONG by up to {wrong:.3g}" if wrong > 0.05 else ""))
@@ -194,21 +199,16 @@ def matmuls(eng, model, bw: float, steps: int = 32) -> None:
 
 
 def thin_product(rows: int):
-    """x @ w.T compiled as the decode step's thin products are (one graph per shape, each tuned).
-    Dynamo compiles one code object 8 times at most, then runs it uncompiled: on an H100, the
-    second figure's (2 slots) last shapes ran as cuBLAS's products, so the limit is raised here."""
+    """x @ w.T compiled as the decode step's thin products are (one graph per shape, each tuned),
+    with a code object of its own per figure, as the decoder's: Dynamo compiles one code object 8
+    times at most, and on an H100 the second figure's (2 slots) last shapes ran as cuBLAS's."""
     from codeeval.generation import thin_products
+    from codeeval.generation.decode_step import own_code
 
     def linear(x, w):
         return torch.nn.functional.linear(x, w)
 
-    compiled = torch.compile(linear, dynamic=False, options=thin_products.inductor_options(rows))
-
-    def product(x, w):
-        with torch._dynamo.config.patch(recompile_limit=64):
-            return compiled(x, w)
-
-    return product
+    return torch.compile(own_code(linear), dynamic=False, options=thin_products.inductor_options(rows))
 
 
 def _products_time(ws, product, xs, steps: int) -> tuple[float, float]:
