@@ -12,7 +12,8 @@ Not a test (no test may need a GPU). Three steps (docs/generation.md, "On a GPU"
 
 set -o pipefail; python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; PYTHONUNBUFFERED=1 python3 bench/gpu.py 2>&1 | tee $OUT/gpu.log
 
-     (an H100 took 470 s for it with `--versus thin_products=0`: docs/generation.md has the figures)
+     (an H100 took 470 s for it with `--versus thin_products=0`: docs/generation.md has the figures;
+     the next run adds `--option live_attention=2 --versus live_attention=0` to bench/gpu.py: see there)
 
 What it measures, on the deepseek-coder-1.3b shape with seeded random weights (bf16) and SmolLM2's
 tokenizer, HumanEval's prompts (stripped, as bigcode sends them), each part printed as it ends:
@@ -246,7 +247,7 @@ def part_sampling(run: Run) -> None:
           f"peak GPU memory {peak(reset=True):.2f} GiB", flush=True)
 
 
-HALF_ONLY = ("fuse_products", "thin_products")  # other products than HF's: bf16's options, not fp32's
+HALF_ONLY = ("fuse_products", "thin_products", "live_attention")  # other sums than HF's: bf16's, not fp32's
 
 
 def part_fp32(run: Run) -> None:

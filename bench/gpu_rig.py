@@ -114,16 +114,20 @@ def hf_generate(model, tok, prompts: list[str], device, **kw) -> list[list[int]]
 
 def step_alone(ours: Ours, weight_bytes: int, bw: float, steps: int = 64) -> None:
     """The last run's step replayed alone, without the loop around it: its time, and the bytes it
-    must read (every weight, every slot's L columns of keys and values) over that time. A loop
+    must read (every weight; every slot's L columns of keys and values, or with live attention the
+    blocks up to its column) over that time. A loop
     far slower than its step is the host's cost; a step far from the bandwidth is the kernels'."""
     eng = ours.b._static._engine
+    live = "live" in ours.b._static.mode
+    read = [live_columns(eng)] if live else []
     with torch.inference_mode():  # as the decoder runs it (a plain call on the CPU)
         t0 = sync()
         for _ in range(steps):
             eng.runner.run()
         each = (sync() - t0) / steps
     slots, length = eng.cache.slots, eng.cache.length
-    kv = slots * length * ours.b._kv_bytes_per_token()
+    columns = (read[0] + live_columns(eng)) / 2 if live else slots * length  # live: its columns grew by `steps`
+    kv = columns * ours.b._kv_bytes_per_token()
     print(f"  its step alone ({ours.b._static.mode}, {slots} slots x {length} columns): {each * 1e3:.3f} ms; "
           f"{(weight_bytes + kv) / 1e9:.2f} GB to read ({kv / 1e9:.2f} of them keys and values) "
           f"= {(weight_bytes + kv) / each / 1e12:.2f} TB/s, {(weight_bytes + kv) / each / bw:.0%} of the bandwidth",
@@ -133,6 +137,14 @@ def step_alone(ours: Ours, weight_bytes: int, bw: float, steps: int = 64) -> Non
             figure(eng, ours.b.model, bw)
         except Exception as exc:  # noqa: BLE001 - a figure that explains, not one the run needs
             print(f"  {figure.__name__}: not measured ({said(exc)})", flush=True)
+
+
+def live_columns(eng) -> int:
+    """The columns a live-attention step reads: each slot's blocks up to the one holding its column."""
+    from codeeval.generation.live_attention import BLOCK
+
+    blocks = -(-eng.cache.length // BLOCK)
+    return sum(min(c // BLOCK + 1, blocks) * BLOCK for c in eng.cache.columns.tolist())
 
 
 def kernels(eng, model, bw: float, steps: int = 4) -> None:

@@ -17,7 +17,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_static_decoder import GREEDY, SAMPLED, jobs, static, tiny, tokenizer  # noqa: E402,F401 (a fixture)
+from test_static_decoder import (GREEDY, SAMPLED, jobs, llama_dir, static, tiny,  # noqa: E402,F401 (fixtures)
+                                 tokenizer)
 
 from codeeval.generation import fused_products, thin_products  # noqa: E402
 
@@ -90,15 +91,6 @@ def test_a_thin_product_is_laid_out_as_the_blas_product(rows):
     a, weight = torch.randn(rows, 48), torch.randn(80, 48)
     got, want = thin_products.product(a, weight.t()), a @ weight.t()
     assert got.shape == want.shape and got.stride() == want.stride() and torch.allclose(got, want, atol=1e-5)
-
-
-@pytest.fixture(scope="module")
-def llama_dir(tokenizer, tmp_path_factory) -> str:
-    """A tiny Llama (Linear weights: GPT-2's Conv1D ones are never thin products) as an HF directory."""
-    out = tmp_path_factory.mktemp("tiny-llama")
-    tiny("llama", len(tokenizer)).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return str(out)
 
 
 @pytest.mark.parametrize("precision, slots, products", [("bf16", 1, 0), ("fp32", 2, 15)])

@@ -51,6 +51,15 @@ def tiny(kind: str, vocab: int):
     return model
 
 
+@pytest.fixture(scope="module")
+def llama_dir(tokenizer, tmp_path_factory) -> str:
+    """A tiny Llama (Linear weights: GPT-2's Conv1D ones are never thin products) as an HF directory."""
+    out = tmp_path_factory.mktemp("tiny-llama")
+    tiny("llama", len(tokenizer)).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return str(out)
+
+
 @pytest.fixture(scope="module", params=["llama", "qwen2", "gpt2"])
 def model(request, tokenizer, demo_model_dir):
     if request.param == "gpt2":
@@ -338,18 +347,22 @@ def test_our_calls_into_transformers_raise_no_deprecation(tokenizer):
     assert any("past_key_values" in message for _, message in check.found)  # the outside call was seen
 
 
-def test_the_gpu_bench_runs_through_on_the_cpu(demo_model_dir, data_dir):
+def test_the_gpu_bench_runs_through_on_the_cpu(llama_dir, data_dir):
     """bench/gpu.py is run on a lent GPU once, as it is (docs/generation.md, "On a GPU"): its --smoke
     run, every part on the CPU with the compiled step, keeps it from dying there of a stale name.
-    Its figures are not checked here (tests do not time); what it says of equality is."""
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "--smoke", "--model", demo_model_dir,
-                           "--humaneval", str(data_dir / "humaneval" / "HumanEval.jsonl.gz"), "--versus", "fuse_products=0"],
+    Its figures are not checked here (tests do not time); what it says of equality is. A Llama,
+    as on the GPU, with the options the next GPU run is to compare."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "--smoke", "--model", llama_dir,
+                           "--humaneval", str(data_dir / "humaneval" / "HumanEval.jsonl.gz"),
+                           "--option", "live_attention=2", "--versus", "live_attention=0"],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert "device uniforms equal to seeds.uniform: 3000/3000" in out
-    assert out.count("(decoder=static, compiled) decode") == 4 and out.count("its step alone (compiled") == 4, out
-    assert out.count("ours / ours with fuse_products=0, batch") == 2, out
+    assert out.count("(decoder=static, compiled) decode") == 3 and out.count("its step alone (compiled") == 4, out
+    assert out.count("ours (decoder=static, compiled+live) decode, batch 4") == 1, out  # live from 2 slots
+    assert out.count("its step alone (compiled+live, 12 slots") == 1, out  # the sampling part's
+    assert out.count("ours / ours with live_attention=0, batch") == 2, out
     assert out.count("its kernels: ") == 4 and out.count("its matrix products alone") == 4, out
     assert "HF generate(cache_implementation='static'), batch 4" in out, out
     assert "ours/HF time" in out and out.count("4/4 byte-identical to HF's one-prompt generate") == 2, out
@@ -358,7 +371,8 @@ def test_the_gpu_bench_runs_through_on_the_cpu(demo_model_dir, data_dir):
                          capture_output=True, text=True, timeout=60)  # refused before any model is built
     assert bad.returncode == 1 and bad.stderr.strip().splitlines() == [
         "bench/gpu.py: --option compile_mod: not an option of the transformers backend (did you mean compile_mode?); "
-        "its options: decoder, compile, compile_mode, fuse_products, thin_products, cuda_graph, check_every, "
+        "its options: decoder, compile, compile_mode, fuse_products, thin_products, live_attention, cuda_graph, "
+        "check_every, "
         "prefill_tokens, batch_rows, "
         "prompt_lookup, step_tokens, max_context"], bad.stderr
 

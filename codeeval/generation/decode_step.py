@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import types
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import torch
 
@@ -96,17 +96,19 @@ def capture(step: Callable[[], None], device: torch.device, warmup: int = 2) -> 
     return graph
 
 
-def build(make_step: Callable[[bool], Callable[[], None]], device: torch.device, use_graph: bool,
-          use_compile: bool) -> StepRunner:
-    """The best rung that works: ``make_step(compile)`` gives the step function."""
+def build(make_step: Callable[[Optional[Callable]], Callable[[], None]], device: torch.device, use_graph: bool,
+          compiled: Sequence[tuple[str, Callable]] = ()) -> StepRunner:
+    """The best rung that works: each of the ``compiled`` forwards (named, best first), then the
+    plain one; captured where ``use_graph`` on a GPU, then uncaptured. ``make_step(forward)``
+    gives the step function (``None``: the plain forward)."""
     graph = use_graph and device.type == "cuda"
-    rungs = [(use_compile, graph)] + [(False, graph)] * use_compile + [(False, False)] * graph
-    for i, (comp, graph) in enumerate(rungs):
-        mode = "+".join(m for m, on in (("compiled", comp), ("cuda-graph", graph)) if on) or "eager"
+    rungs = [(name, fn, graph) for name, fn in compiled] + [("", None, graph)] + [("", None, False)] * graph
+    for i, (name, fn, graph) in enumerate(rungs):
+        mode = "+".join(m for m in (name, "cuda-graph" if graph else "") if m) or "eager"
         try:
-            step = make_step(comp)
+            step = make_step(fn)
             if not graph:
-                if comp:
+                if fn is not None:
                     step()  # compile now, not inside the first timed step
                 return StepRunner(step, None, mode)
             return StepRunner(step, capture(step, device), mode)
@@ -125,14 +127,15 @@ def is_oom(exc: BaseException) -> bool:
 
 
 class SlotState:
-    """The device state of S slots x L columns and the step that advances it. ``compiled`` is
-    the compiled form of :func:`logits` to capture, or None to capture the plain one; it is
-    compiled for exactly this many slots where ``exact_slots`` (for thin products), else for any."""
+    """The device state of S slots x L columns and the step that advances it. ``compiled``: the
+    compiled forwards to try, named, best first (:func:`live_logits`, then :func:`logits`), before
+    the plain one; they are compiled for exactly this many slots where ``exact_slots`` (thin
+    products), else for any."""
 
     def __init__(self, model, args, like, slots: int, length: int, check_every: int, graph: bool,
-                 compiled: Optional[Callable] = None, exact_slots: bool = False):
+                 compiled: Sequence[tuple[str, Callable]] = (), exact_slots: bool = False):
         dev = like.layers[0].keys.device
-        self.model, self.args, self.compiled = model, args, compiled
+        self.model, self.args = model, args
         self.key = (slots, length, like.layers[0].keys.dtype, args)  # the graph holds args' sampling
         self.cache = SlotCache(like, slots, length)
         self.tok, self.count, self.seeds = (torch.zeros(slots, dtype=torch.long, device=dev) for _ in range(3))
@@ -140,13 +143,13 @@ class SlotState:
         self.hist = torch.zeros((self.ring, slots), dtype=torch.long, device=dev)
         self.t = torch.zeros(1, dtype=torch.long, device=dev)
         self.exact_slots = exact_slots
-        self.runner = build(self._step_fn, dev, graph, compiled is not None)
+        self.runner = build(self._step_fn, dev, graph, compiled)
         self.reset()
 
-    def _step_fn(self, compiled: bool) -> Callable[[], None]:
+    def _step_fn(self, forward: Optional[Callable]) -> Callable[[], None]:
         cache, last = self.cache, self.cache.length - 1
-        logits_of = self.compiled if compiled else logits
-        if compiled:
+        logits_of = forward or logits
+        if forward is not None:
             kv = [t for layer in cache.layers for t in (layer.keys, layer.values)]  # (slots, heads, length, dim)
             mark_dynamic(cache._cols)
             mark_dynamic(*kv, dims=(2,))
@@ -170,8 +173,21 @@ class SlotState:
 
 def logits(model, tok: torch.Tensor, cache: SlotCache) -> torch.Tensor:
     """The logits of one new token per slot, at the slot's own position."""
-    out = model(input_ids=tok[:, None], position_ids=cache.columns[:, None], attention_mask=cache.attention_mask(),
-                cache=cache, use_cache=True)
+    return _forward(model, tok, cache, cache.attention_mask())
+
+
+def live_logits(model, tok: torch.Tensor, cache: SlotCache) -> torch.Tensor:
+    """:func:`logits`, each slot's attention reading only the blocks of its own columns
+    (codeeval/generation/live_attention.py; compiled only)."""
+    from codeeval.generation import live_attention
+
+    length = cache.layers[0].keys.shape[2]  # the keys' size, not ``cache.length``: compiled for any length
+    return _forward(model, tok, cache, live_attention.block_mask(cache.columns, length))
+
+
+def _forward(model, tok: torch.Tensor, cache: SlotCache, mask) -> torch.Tensor:
+    out = model(input_ids=tok[:, None], position_ids=cache.columns[:, None], attention_mask=mask, cache=cache,
+                use_cache=True)
     return out.logits[:, -1, :]
 
 

@@ -8,6 +8,7 @@ cache as many times larger as there are query heads per key head. For one new to
 transformers itself avoids that when not compiling (``pack_gqa``): a key head's queries become
 the query positions of one attention over that head. This does the same when compiling, with
 the same SDPA call; everything else (prefill, masks of other shapes) is transformers' own.
+A block mask (the decoder's live attention) goes to codeeval/generation/live_attention.py.
 """
 from __future__ import annotations
 
@@ -41,7 +42,13 @@ def install(model) -> bool:
 
 def attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
     """transformers' SDPA attention; for one query per row of a grouped model, without repeat_kv."""
+    from torch.nn.attention.flex_attention import BlockMask
     from transformers.integrations.sdpa_attention import pack_gqa, sdpa_attention_forward
+
+    if isinstance(attention_mask, BlockMask):
+        from codeeval.generation import live_attention
+
+        return live_attention.attention(module, query, key, value, attention_mask, scaling, **kwargs), None
 
     groups = getattr(module, "num_key_value_groups", 1)
     shared_mask = attention_mask is None or attention_mask.shape[1] == 1

@@ -32,6 +32,7 @@ import torch
 
 from codeeval.generation import decode_step, slot_cache
 from codeeval.generation.decode_step import HostCopy, SlotState
+from codeeval.generation.live_attention import BLOCK
 from codeeval.generation.prefill import cache_argument, prefill
 from codeeval.generation.requests import Job
 from codeeval.generation.sampling import choose, uniforms
@@ -70,33 +71,51 @@ class StaticDecoder:
     def __init__(self, model, tokenizer, args, device, eos_ids: list[int], pad_id: int,
                  slots: Callable[[int], int], check_every: int = 4, compile: bool = False, graph: bool = True,
                  prefill_tokens: int = 4096, on_step: Optional[Callable[[int, int], None]] = None,
-                 compile_mode: str = "default", fuse: bool = False, thin_rows: int = 0):
+                 compile_mode: str = "default", fuse: bool = False, thin_rows: int = 0, live_from: int = 0):
         self.model, self.tokenizer, self.args, self.device = model, tokenizer, args, torch.device(device)
         self.eos_ids, self.pad_id, self.slots_for = eos_ids, pad_id, slots
         self.check_every, self.compile, self.graph = max(1, check_every), compile, graph
         self.compile_mode, self.thin_rows = compile_mode, thin_rows
+        self.live_from = 0  # steps of at least this many slots try live attention (0: none)
         if compile:
             from codeeval.generation import fused_products, grouped_attention
 
-            grouped_attention.install(model)  # grouped-query models: no copy of the cache per query head
+            if grouped_attention.install(model):  # grouped-query models: no copy of the cache per query head
+                self.live_from = live_from  # a block mask reaches live attention through it
             if fuse:
                 fused_products.fuse(model)  # the weights become views of one matrix per group: memory as before
         self.prefill_tokens, self.on_step = prefill_tokens, on_step  # on_step(slots, step): a test's fault injection
         self.cache_arg = cache_argument(model)
-        self._compiled: dict[bool, Callable] = {}  # by exact_slots: thin products, or any slot count
+        self._compiled: dict[tuple, Callable] = {}  # by (exact slot count, live attention)
         self._engine: Optional[SlotState] = None
         self.slots_used = 0  # by the last run: an out-of-memory error halves it
         # steps run, slots x steps, prefill passes, OOM restarts, seconds in the step loop
         self.stats = {"steps": 0, "slot_steps": 0, "prefills": 0, "restarts": 0, "decode_s": 0.0}
         self.mode = ""
 
-    def compiled_logits(self, exact_slots: bool = False) -> Callable:
-        """The compiled forward; for ``exact_slots``, one apart with thin products, compiled per
-        slot count (Dynamo would otherwise take a graph for any count that it compiled before)."""
-        if exact_slots not in self._compiled:
+    def compiled_logits(self, exact_slots: bool = False, live: bool = False) -> Callable:
+        """The compiled forward (with live attention: codeeval/generation/live_attention.py); for
+        ``exact_slots``, one apart with thin products, compiled per slot count (Dynamo would
+        otherwise take a graph for any count that it compiled before)."""
+        key = (exact_slots, live)
+        if key not in self._compiled:
             thin = self.thin_rows if exact_slots else 0
-            self._compiled[exact_slots] = decode_step.compiled(decode_step.logits, self.compile_mode, thin)
-        return self._compiled[exact_slots]
+            forward = decode_step.live_logits if live else decode_step.logits
+            self._compiled[key] = decode_step.compiled(forward, self.compile_mode, thin)
+        return self._compiled[key]
+
+    def _forwards(self, slots: int) -> tuple[list[tuple[str, Callable]], bool]:
+        """The compiled forwards a step of ``slots`` slots tries, best first, and whether they are
+        compiled for that exact count."""
+        if not self.compile:
+            return [], False
+        exact = slots <= self.thin_rows
+        live = bool(self.live_from) and slots >= self.live_from
+        # Inductor's C++ FlexAttention fails to compile for a symbolic slot count (torch 2.13): on
+        # a CPU (the tests) a live step is compiled per count
+        exact = exact or (live and self.device.type == "cpu")
+        forwards = [("compiled+live", self.compiled_logits(exact, True))] if live else []
+        return forwards + [("compiled", self.compiled_logits(exact))], exact
 
     def decode(self, rows: list[Job], on_end: Optional[Callable[[int], None]] = None) -> list[tuple[str, int, str]]:
         """(text, n_tokens, finish_reason) per row, in the order given; ``on_end(j)`` as row j ends."""
@@ -144,7 +163,7 @@ class StaticDecoder:
         k = self.check_every
         slots = self.slots_used = max(least, min(slots, len(waiting)))
         length = max(len(rows[j].ids) + rows[j].budget for j in waiting)
-        length = -(-length // 64) * 64  # fewer distinct shapes to capture
+        length = -(-length // BLOCK) * BLOCK  # fewer distinct shapes to capture; live attention's whole blocks
         store: dict[tuple, _Prompt] = {}
         self._prefill(rows, waiting, store, slots)
         eng = self._engine_for(next(iter(store.values())).cache, slots, length)
@@ -191,11 +210,12 @@ class StaticDecoder:
         key = (slots, length, like.layers[0].keys.dtype, self.args)
         if self._engine is None or self._engine.key != key:
             self._engine = None  # the old cache goes before the new one is allocated
-            exact = slots <= self.thin_rows
-            compiled = self.compiled_logits(exact) if self.compile else None
-            self._engine = SlotState(self.model, self.args, like, slots, length, self.check_every, self.graph, compiled,
-                                     exact_slots=exact)
+            forwards, exact = self._forwards(slots)
+            self._engine = SlotState(self.model, self.args, like, slots, length, self.check_every, self.graph,
+                                     forwards, exact_slots=exact)
             self.mode = self._engine.runner.mode
+            if len(forwards) > 1 and "live" not in self.mode:
+                self.live_from = 0  # the live step failed (the log says why): not compiled again per shape
         else:
             self._engine.reset()
         return self._engine

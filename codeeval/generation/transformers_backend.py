@@ -230,7 +230,8 @@ class TransformersBackend(Backend):
                 graph=self.options["cuda_graph"],
                 prefill_tokens=_given(self.options["prefill_tokens"], 4096 if on_gpu else 1024),
                 compile_mode=self.options["compile_mode"], fuse=_given(self.options["fuse_products"], half),
-                thin_rows=_given(self.options["thin_products"], int(half)))  # 2 rows: slower than cuBLAS (H100)
+                thin_rows=_given(self.options["thin_products"], int(half)),  # 2 rows: slower than cuBLAS (H100)
+                live_from=self.options["live_attention"])
         try:
             return self._static.decode(ordered, on_end=finished)
         except Unsupported as exc:
