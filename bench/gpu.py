@@ -10,7 +10,7 @@ Not a test (no test may need a GPU). Three steps (docs/generation.md, "On a GPU"
      (the image has torch 2.11 and transformers 5.17: the wheels bring the pinned transformers,
      tokenizers and regex), this one line:
 
-set -o pipefail; python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; PYTHONUNBUFFERED=1 python3 bench/gpu.py 2>&1 | tee $OUT/gpu.log
+set -o pipefail; python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; PYTHONUNBUFFERED=1 python3 bench/gpu.py --kernels $OUT 2>&1 | tee $OUT/gpu.log
 
      (an H100 took 470 s for it with `--versus thin_products=0`: docs/generation.md has the figures;
      the next run adds `--option live_attention=2 --versus live_attention=0` to bench/gpu.py: see there)
@@ -164,7 +164,7 @@ def part_decode(run: Run) -> None:
     peak(reset=True)
     for batch in (1, size["batch"]):
         rates[("ours", batch)] = decode_rate(ours, run.tok, run.items[:batch], run.size["new"], "ours")
-        step_alone(ours, weight_bytes, bw)
+        step_alone(ours, weight_bytes, bw, run.ns.kernels)
     print(f"ours: peak GPU memory {peak(reset=True):.2f} GiB", flush=True)
     for option in run.ns.versus:  # the same runs with one option changed, in this process: its ratio
         if not run.left(f"ours with {option}"):
@@ -177,7 +177,7 @@ def part_decode(run: Run) -> None:
                       + (f"; with {option}, {rate * weight_bytes / bw:.1%} of the roofline" if batch == 1 else ""),
                       flush=True)
                 if batch == 1:
-                    step_alone(other, weight_bytes, bw)
+                    step_alone(other, weight_bytes, bw, run.ns.kernels)
         except Exception as exc:  # noqa: BLE001 - a comparison, not a part the run needs
             print(f"ours with {option}: FAILED ({said(exc, 300)})", flush=True)
         other = None
@@ -225,7 +225,7 @@ def part_sampling(run: Run) -> None:
           f"{stats['steps']} steps of {stats['slot_steps'] // max(1, stats['steps'])} slots ({tokens / max(1, stats['slot_steps']):.0%} "
           f"of slot-steps kept), {stats['prefills']} prefills, {stats['decode_s']:.1f} s in the step loop; "
           f"peak GPU memory {peak(reset=True):.2f} GiB", flush=True)
-    step_alone(ours, run.weight_bytes(), run.bandwidth())
+    step_alone(ours, run.weight_bytes(), run.bandwidth(), run.ns.kernels)
     if not run.left("sampling, HF batched generate"):
         return
     hf, eos_id = run.hf(), tok.eos_token_id
@@ -295,6 +295,8 @@ def main(argv=None) -> int:
     ap.add_argument("--versus", action="append", default=[], metavar="KEY=VALUE",
                     help="the decode part again with this backend option changed, and ours' ratio to it "
                          "(e.g. fuse_products=0); repeatable")
+    ap.add_argument("--kernels", type=Path, metavar="DIR", help="also write each step's kernels, every one "
+                    "with its calls and time a step, to a file there (on a device call: $OUT)")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="a backend option for our runs, as --backend_option takes it (e.g. compile_mode="
                          "max-autotune-no-cudagraphs, check_every=8, batch_rows=128); repeatable")

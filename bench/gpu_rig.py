@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -112,7 +113,7 @@ def hf_generate(model, tok, prompts: list[str], device, **kw) -> list[list[int]]
     return out[:, enc["input_ids"].shape[1]:].tolist()
 
 
-def step_alone(ours: Ours, weight_bytes: int, bw: float, steps: int = 64) -> None:
+def step_alone(ours: Ours, weight_bytes: int, bw: float, tables: Optional[Path] = None, steps: int = 64) -> None:
     """The last run's step replayed alone, without the loop around it: its time, and the bytes it
     must read (every weight; every slot's L columns of keys and values, or with live attention the
     blocks up to its column) over that time. A loop
@@ -134,7 +135,7 @@ def step_alone(ours: Ours, weight_bytes: int, bw: float, steps: int = 64) -> Non
           flush=True)
     for figure in (kernels, matmuls):
         try:
-            figure(eng, ours.b.model, bw)
+            figure(eng, ours.b.model, bw, tables)
         except Exception as exc:  # noqa: BLE001 - a figure that explains, not one the run needs
             print(f"  {figure.__name__}: not measured ({said(exc)})", flush=True)
 
@@ -147,9 +148,11 @@ def live_columns(eng) -> int:
     return sum(min(c // BLOCK + 1, blocks) * BLOCK for c in eng.cache.columns.tolist())
 
 
-def kernels(eng, model, bw: float, steps: int = 4) -> None:
+def kernels(eng, model, bw: float, tables: Optional[Path] = None, steps: int = 4) -> None:
     """The kernels of a step as the profiler sees them (inside the graph too): how many, and
-    where the time goes. Hundreds of short ones mean launch gaps; one long one, that kernel."""
+    where the time goes. Hundreds of short ones mean launch gaps; one long one, that kernel.
+    With ``tables``, every kernel's count and time a step go to a file there too (the device
+    call's $OUT): what the next change aims at, read without another lent run."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CUDA] if torch.cuda.is_available() else [ProfilerActivity.CPU]
@@ -161,14 +164,21 @@ def kernels(eng, model, bw: float, steps: int = 4) -> None:
     spent = (lambda e: e.self_device_time_total) if cuda else (lambda e: e.self_cpu_time_total)  # noqa: E731
     rows = [e for e in prof.key_averages() if e.device_type.name == ("CUDA" if cuda else "CPU") and spent(e) > 0]
     total = sum(spent(e) for e in rows) or 1
-    top = sorted(rows, key=lambda e: -spent(e))[:6]
+    ranked = sorted(rows, key=lambda e: -spent(e))
+    top = ranked[:6]
+    if tables is not None:
+        tables.mkdir(parents=True, exist_ok=True)
+        name = tables / f"kernels-{len(list(tables.glob('kernels-*.tsv'))) + 1:02d}-{eng.cache.slots}-slots.tsv"
+        name.write_text("kernel\tcalls a step\tus a step\tshare\n" + "".join(
+            f"{e.key}\t{e.count / steps:g}\t{spent(e) / steps:.2f}\t{spent(e) / total:.4f}\n" for e in ranked))
+        print(f"  its kernels, each: {name}", flush=True)
     print(f"  its kernels: {sum(e.count for e in rows) / steps:.0f} a step, {total / steps / 1e3:.3f} ms of "
           f"{'kernel' if cuda else 'op'} time a step; most: "
           + "; ".join(f"{e.key[:48]} x{e.count // steps} {spent(e) / total:.0%}"
                                             for e in top), flush=True)
 
 
-def matmuls(eng, model, bw: float, steps: int = 32) -> None:
+def matmuls(eng, model, bw: float, tables: Optional[Path] = None, steps: int = 32) -> None:
     """The step's matrix products alone, as the BLAS runs them for this many slots (one graph on
     a GPU): as the model has them, and with each layer's q/k/v and gate/up matrices made one; on a
     GPU with Triton and <= 16 slots, also bench/gemv.py's kernel on the fused matrices, and with <= 4

@@ -347,14 +347,14 @@ def test_our_calls_into_transformers_raise_no_deprecation(tokenizer):
     assert any("past_key_values" in message for _, message in check.found)  # the outside call was seen
 
 
-def test_the_gpu_bench_runs_through_on_the_cpu(llama_dir, data_dir):
+def test_the_gpu_bench_runs_through_on_the_cpu(llama_dir, data_dir, tmp_path):
     """bench/gpu.py is run on a lent GPU once, as it is (docs/generation.md, "On a GPU"): its --smoke
     run, every part on the CPU with the compiled step, keeps it from dying there of a stale name.
     Its figures are not checked here (tests do not time); what it says of equality is. A Llama,
     as on the GPU, with the options the next GPU run is to compare."""
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "--smoke", "--model", llama_dir,
                            "--humaneval", str(data_dir / "humaneval" / "HumanEval.jsonl.gz"),
-                           "--option", "live_attention=2", "--versus", "live_attention=0"],
+                           "--option", "live_attention=2", "--versus", "live_attention=0", "--kernels", str(tmp_path)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
@@ -364,6 +364,9 @@ def test_the_gpu_bench_runs_through_on_the_cpu(llama_dir, data_dir):
     assert out.count("its step alone (compiled+live, 12 slots") == 1, out  # the sampling part's
     assert out.count("ours / ours with live_attention=0, batch") == 2, out
     assert out.count("its kernels: ") == 4 and out.count("its matrix products alone") == 4, out
+    tables = sorted(tmp_path.glob("kernels-*.tsv"))  # each step's every kernel, as the device call brings back
+    assert [t.name[:11] for t in tables] == ["kernels-01-", "kernels-02-", "kernels-03-", "kernels-04-"], tables
+    assert all(t.read_text().startswith("kernel\tcalls a step\t") and t.read_text().count("\n") > 5 for t in tables)
     assert "HF generate(cache_implementation='static'), batch 4" in out, out
     assert "ours/HF time" in out and out.count("4/4 byte-identical to HF's one-prompt generate") == 2, out
     assert out.splitlines()[-1].startswith("done_when ") and "greedy_fp32=4/4,4/4 uniforms=True" in out, out
