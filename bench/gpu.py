@@ -13,7 +13,7 @@ Not a test (no test may need a GPU). Three steps (docs/generation.md, "On a GPU"
 set -o pipefail; python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; PYTHONUNBUFFERED=1 python3 bench/gpu.py --kernels $OUT 2>&1 | tee $OUT/gpu.log
 
      (an H100 took 470 s for it with `--versus thin_products=0`: docs/generation.md has the figures;
-     the next run adds `--option live_attention=2 --versus live_attention=0` to bench/gpu.py: see there)
+     the next run adds `--option live_attention=1 --versus live_attention=0` to bench/gpu.py: see there)
 
 What it measures, on the deepseek-coder-1.3b shape with seeded random weights (bf16) and SmolLM2's
 tokenizer, HumanEval's prompts (stripped, as bigcode sends them), each part printed as it ends:

@@ -20,7 +20,7 @@ from codeeval.generation.slot_cache import SlotCache  # noqa: E402
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])  # both grouped-query; qwen2's q/k/v have biases
 @torch.inference_mode()
 def test_live_attention_decodes_what_the_sdpa_step_decodes(tokenizer, kind):
-    """Greedy and seeded sampling, 2 to 8 slots, rows of 1 to 3 blocks of columns refilled by
+    """Greedy and seeded sampling, 1 to 8 slots, rows of 1 to 3 blocks of columns refilled by
     shorter ones (an earlier occupant's keys stay in the block past the new row's column): the
     same outputs as the eager step, which reads every column under an additive mask."""
     torch._dynamo.reset()  # Dynamo compiles a code object 8 times at most in a process
@@ -33,6 +33,9 @@ def test_live_attention_decodes_what_the_sdpa_step_decodes(tokenizer, kind):
             expected = static(model, tokenizer, args, slots=slots).decode(rows)
             assert decoder.decode(rows) == expected and decoder.mode == "compiled+live", (args, slots)
         assert decoder._engine.cache.length > 2 * live_attention.BLOCK  # more than 2 blocks: some were skipped
+        # one slot, compiled for exactly one with thin products (a GPU's bf16 default): live too
+        alone = static(model, tokenizer, args, compile=True, live_from=1, thin_rows=1, slots=1)
+        assert alone.decode(rows) == expected and (alone.mode, alone.slots_used) == ("compiled+live", 1)
 
 
 @torch.inference_mode()

@@ -354,13 +354,13 @@ def test_the_gpu_bench_runs_through_on_the_cpu(llama_dir, data_dir, tmp_path):
     as on the GPU, with the options the next GPU run is to compare."""
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "--smoke", "--model", llama_dir,
                            "--humaneval", str(data_dir / "humaneval" / "HumanEval.jsonl.gz"),
-                           "--option", "live_attention=2", "--versus", "live_attention=0", "--kernels", str(tmp_path)],
+                           "--option", "live_attention=1", "--versus", "live_attention=0", "--kernels", str(tmp_path)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert "device uniforms equal to seeds.uniform: 3000/3000" in out
-    assert out.count("(decoder=static, compiled) decode") == 3 and out.count("its step alone (compiled") == 4, out
-    assert out.count("ours (decoder=static, compiled+live) decode, batch 4") == 1, out  # live from 2 slots
+    assert out.count("(decoder=static, compiled) decode") == 2 and out.count("its step alone (compiled") == 4, out
+    assert out.count("ours (decoder=static, compiled+live) decode, batch") == 2, out  # 1 slot (thin) and 4
     assert out.count("its step alone (compiled+live, 12 slots") == 1, out  # the sampling part's
     assert out.count("ours / ours with live_attention=0, batch") == 2, out
     assert out.count("its kernels: ") == 4 and out.count("its matrix products alone") == 4, out
