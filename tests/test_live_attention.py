@@ -22,9 +22,13 @@ from codeeval.generation.slot_cache import SlotCache  # noqa: E402
 def test_live_attention_decodes_what_the_sdpa_step_decodes(tokenizer, kind):
     """Greedy and seeded sampling, 1 to 8 slots, rows of 1 to 3 blocks of columns refilled by
     shorter ones (an earlier occupant's keys stay in the block past the new row's column): the
-    same outputs as the eager step, which reads every column under an additive mask."""
+    same outputs as the eager step, which reads every column under an additive mask; the forward
+    stays one graph (a break would run FlexAttention uncompiled, computing every score)."""
+    from torch._dynamo.utils import counters
+
     torch._dynamo.reset()  # Dynamo compiles a code object 8 times at most in a process
     model = tiny(kind, len(tokenizer))
+    breaks = sum(counters["graph_break"].values())
     for args in (GREEDY, SAMPLED):
         decoder = static(model, tokenizer, args, compile=True, live_from=2)
         for slots, budgets in ((4, (9, 23, 17, 31, 12)), (8, (100, 5, 5, 5, 5)), (3, (70, 3, 140))):
@@ -36,6 +40,7 @@ def test_live_attention_decodes_what_the_sdpa_step_decodes(tokenizer, kind):
         # one slot, compiled for exactly one with thin products (a GPU's bf16 default): live too
         alone = static(model, tokenizer, args, compile=True, live_from=1, thin_rows=1, slots=1)
         assert alone.decode(rows) == expected and (alone.mode, alone.slots_used) == ("compiled+live", 1)
+    assert sum(counters["graph_break"].values()) == breaks  # FlexAttention inside the one graph, not run apart
 
 
 @torch.inference_mode()
