@@ -120,14 +120,14 @@ def step_alone(ours: Ours, weight_bytes: int, bw: float, tables: Optional[Path] 
     far slower than its step is the host's cost; a step far from the bandwidth is the kernels'."""
     eng = ours.b._static._engine
     live = "live" in ours.b._static.mode
-    read = [live_columns(eng)] if live else []
+    before = live_columns(eng) if live else 0
     with torch.inference_mode():  # as the decoder runs it (a plain call on the CPU)
         t0 = sync()
         for _ in range(steps):
             eng.runner.run()
         each = (sync() - t0) / steps
     slots, length = eng.cache.slots, eng.cache.length
-    columns = (read[0] + live_columns(eng)) / 2 if live else slots * length  # live: its columns grew by `steps`
+    columns = (before + live_columns(eng)) / 2 if live else slots * length  # live: its columns grew by `steps`
     kv = columns * ours.b._kv_bytes_per_token()
     print(f"  its step alone ({ours.b._static.mode}, {slots} slots x {length} columns): {each * 1e3:.3f} ms; "
           f"{(weight_bytes + kv) / 1e9:.2f} GB to read ({kv / 1e9:.2f} of them keys and values) "
@@ -142,10 +142,9 @@ def step_alone(ours: Ours, weight_bytes: int, bw: float, tables: Optional[Path] 
 
 def live_columns(eng) -> int:
     """The columns a live-attention step reads: each slot's blocks up to the one holding its column."""
-    from codeeval.generation.live_attention import BLOCK
+    from codeeval.generation import live_attention
 
-    blocks = -(-eng.cache.length // BLOCK)
-    return sum(min(c // BLOCK + 1, blocks) * BLOCK for c in eng.cache.columns.tolist())
+    return int(live_attention.blocks_read(eng.cache.columns).sum()) * live_attention.BLOCK
 
 
 def kernels(eng, model, bw: float, tables: Optional[Path] = None, steps: int = 4) -> None:

@@ -25,11 +25,16 @@ QUERY_BLOCK = 128
 KERNEL = {"BLOCK_N": BLOCK}
 
 
+def blocks_read(columns: torch.Tensor) -> torch.Tensor:
+    """The blocks each slot reads: those up to the one holding its column."""
+    return columns // BLOCK + 1
+
+
 def block_mask(columns: torch.Tensor, length) -> BlockMask:
     """Slot s attends to columns [0, columns[s]]: the blocks up to the one holding its column,
     the rest of that block masked. ``length``: the cache's columns (a multiple of BLOCK)."""
     blocks = -(-length // BLOCK)
-    count = (columns // BLOCK + 1).to(torch.int32)[:, None, None]  # (slots, heads: 1, query blocks: 1)
+    count = blocks_read(columns).to(torch.int32)[:, None, None]  # (slots, heads: 1, query blocks: 1)
     order = torch.arange(blocks, device=columns.device, dtype=torch.int32).expand(columns.shape[0], 1, 1, blocks)
 
     def seen(b, h, q, kv):
