@@ -12,8 +12,9 @@ Not a test (no test may need a GPU). Three steps (docs/generation.md, "On a GPU"
 
 set -o pipefail; python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; PYTHONUNBUFFERED=1 python3 bench/gpu.py --kernels $OUT 2>&1 | tee $OUT/gpu.log
 
-     (an H100 took 470 s for it with `--versus thin_products=0`: docs/generation.md has the figures;
-     the next run adds `--option live_attention=1 --versus live_attention=0` to bench/gpu.py: see there)
+     (on an H100, with `--versus live_attention=0`, the decode and fp32 parts took 437 s and left
+     sampling to a second call, `--parts sampling`, 154 s on the warm machine: docs/generation.md has
+     the figures; a `--versus` adds its own compiles, 110 s there)
 
 What it measures, on the deepseek-coder-1.3b shape with seeded random weights (bf16) and SmolLM2's
 tokenizer, HumanEval's prompts (stripped, as bigcode sends them), each part printed as it ends:
@@ -101,7 +102,8 @@ class Run:
         # the GPU defaults, named so that --smoke runs them on the CPU (compiled there too)
         self.given = [tuple(o.split("=", 1)) for o in ns.option]  # --option's, as the backend takes them
         self.options = ([("decoder", "static"), ("compile", "1")]
-                        + [("fuse_products", "1"), ("thin_products", "1")] * ns.smoke  # bf16's
+                        + [("fuse_products", "1"), ("thin_products", "1"), ("live_attention", "1")]
+                        * ns.smoke  # bf16's on a GPU
                         + self.given)
         self.precision = "fp32" if ns.smoke else "bf16"
         self.tmp = tempfile.TemporaryDirectory(prefix="codeeval-gpu-")

@@ -110,9 +110,10 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         Option("thin_products", integer(0), None, "compiled: steps of at most this many slots make their matrix "
                "products as Inductor's own reductions, not cuBLAS calls (codeeval/generation/thin_products.py; "
                "one prompt then takes one slot, not 2); 0: never", "1 in bf16 and fp16, 0 in fp32"),
-        Option("live_attention", integer(0), 0, "compiled: steps of at least this many slots attend with "
+        Option("live_attention", integer(0), None, "compiled: steps of at least this many slots attend with "
                "FlexAttention to the blocks of each slot's own columns, not the whole cache "
-               "(codeeval/generation/live_attention.py; the SDPA step where it fails); 0: never"),
+               "(codeeval/generation/live_attention.py; the SDPA step where it fails); 0: never",
+               "1 in bf16 and fp16 on a GPU, else 0"),
         Option("cuda_graph", FLAG, True, "capture the static decoder's step as a CUDA graph"),
         Option("check_every", integer(1), 4, "static decoder: steps between host checks for stop strings"),
         Option("prefill_tokens", integer(1), None, "static decoder: padded prompt tokens a prefill takes",

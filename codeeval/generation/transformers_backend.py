@@ -231,7 +231,7 @@ class TransformersBackend(Backend):
                 prefill_tokens=_given(self.options["prefill_tokens"], 4096 if on_gpu else 1024),
                 compile_mode=self.options["compile_mode"], fuse=_given(self.options["fuse_products"], half),
                 thin_rows=_given(self.options["thin_products"], int(half)),  # 2 rows: slower than cuBLAS (H100)
-                live_from=self.options["live_attention"])
+                live_from=_given(self.options["live_attention"], int(half and on_gpu)))  # H100: docs/generation.md
         try:
             return self._static.decode(ordered, on_end=finished)
         except Unsupported as exc:
