@@ -4,7 +4,7 @@ Not a test (no test may need a GPU). Three steps (docs/generation.md, "On a GPU"
 
   1. here, once: the inputs and wheels to carry (needs ../shared/data, `make smollm2`, the registry)
          python bench/gpu.py --prepare
-  2. here: the same run on the CPU with a tiny model, compiled too (~20 s), so the GPU run dies of no typo
+  2. here: the same run on the CPU with a tiny model, compiled too (~1 min), so the GPU run dies of no typo
          python bench/gpu.py --smoke
   3. on a lent H100 or H200, one device call with carry [".whl", ".cache/gpu-bench"] and timeout_s 540
      (the image has torch 2.11 and transformers 5.17: the wheels bring the pinned transformers,

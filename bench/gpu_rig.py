@@ -133,9 +133,9 @@ def step_alone(ours: Ours, weight_bytes: int, bw: float, tables: Optional[Path] 
           f"{(weight_bytes + kv) / 1e9:.2f} GB to read ({kv / 1e9:.2f} of them keys and values) "
           f"= {(weight_bytes + kv) / each / 1e12:.2f} TB/s, {(weight_bytes + kv) / each / bw:.0%} of the bandwidth",
           flush=True)
-    for figure in (kernels, matmuls):
+    for figure, extra in ((kernels, (tables,)), (matmuls, ())):
         try:
-            figure(eng, ours.b.model, bw, tables)
+            figure(eng, ours.b.model, bw, *extra)
         except Exception as exc:  # noqa: BLE001 - a figure that explains, not one the run needs
             print(f"  {figure.__name__}: not measured ({said(exc)})", flush=True)
 
@@ -177,7 +177,7 @@ def kernels(eng, model, bw: float, tables: Optional[Path] = None, steps: int = 4
                                             for e in top), flush=True)
 
 
-def matmuls(eng, model, bw: float, tables: Optional[Path] = None, steps: int = 32) -> None:
+def matmuls(eng, model, bw: float, steps: int = 32) -> None:
     """The step's matrix products alone, as the BLAS runs them for this many slots (one graph on
     a GPU): as the model has them, and with each layer's q/k/v and gate/up matrices made one; on a
     GPU with Triton and <= 16 slots, also bench/gemv.py's kernel on the fused matrices, and with <= 4
