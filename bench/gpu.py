@@ -315,6 +315,8 @@ def main(argv=None) -> int:
     if not Path(ns.humaneval).is_file():
         raise SystemExit(f"bench/gpu.py: {ns.humaneval} is missing: `python bench/gpu.py --prepare` writes it "
                          "(or give --humaneval a file)")
+    if ns.model and not (Path(ns.model) / "config.json").is_file():  # the GPU has no hub to look a name up in
+        raise SystemExit(f"bench/gpu.py: --model {ns.model}: not a model directory (no config.json there)")
     if not (ns.model or (DATA / "tokenizer").is_dir()):
         raise SystemExit(f"bench/gpu.py: {DATA / 'tokenizer'} is missing: `python bench/gpu.py --prepare` writes it "
                          "(or give --model a directory)")

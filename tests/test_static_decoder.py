@@ -378,6 +378,10 @@ def test_the_gpu_bench_runs_through_on_the_cpu(llama_dir, data_dir, tmp_path):
         "check_every, "
         "prefill_tokens, batch_rows, "
         "prompt_lookup, step_tokens, max_context"], bad.stderr
+    nowhere = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "--smoke", "--model", str(tmp_path)],
+                             capture_output=True, text=True, timeout=60)  # a folder with no model: one line too
+    assert nowhere.returncode == 1 and nowhere.stderr.strip().splitlines() == [
+        f"bench/gpu.py: --model {tmp_path}: not a model directory (no config.json there)"], nowhere.stderr
 
 
 def test_a_repo_level_shard_run_before_does_not_cost_the_compiled_step(demo_model_dir, tmp_path):
