@@ -378,7 +378,8 @@ def test_the_gpu_bench_runs_through_on_the_cpu(llama_dir, data_dir, tmp_path):
         "check_every, "
         "prefill_tokens, batch_rows, "
         "prompt_lookup, step_tokens, max_context"], bad.stderr
-    nowhere = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "--smoke", "--model", str(tmp_path)],
+    nowhere = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "--smoke", "--model", str(tmp_path),
+                              "--humaneval", str(data_dir / "humaneval" / "HumanEval.jsonl.gz")],
                              capture_output=True, text=True, timeout=60)  # a folder with no model: one line too
     assert nowhere.returncode == 1 and nowhere.stderr.strip().splitlines() == [
         f"bench/gpu.py: --model {tmp_path}: not a model directory (no config.json there)"], nowhere.stderr
