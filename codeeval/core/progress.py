@@ -9,8 +9,8 @@ from tqdm import tqdm
 
 
 @contextlib.contextmanager
-def progress_bar(total: int, desc: str) -> Iterator[Callable[[int], None]]:
-    bar = tqdm(total=total, desc=desc, unit="sample", file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
+def progress_bar(total: int, desc: str, unit: str = "sample") -> Iterator[Callable[[int], None]]:
+    bar = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
     try:
         yield bar.update
     finally:

@@ -18,7 +18,10 @@ from codeeval.core.contracts import Reuse
 
 
 def reuse_json(reuse: Reuse) -> dict:
-    """results.json's `reused`: {"generate": [reused, all], "execute": [reused, all]} shards."""
+    """results.json's `reused`: {"generate": [reused, all], "execute": [reused, all]} shards; a
+    classification task's {"train": [reused, 1], "predict": [reused, all]} instead."""
+    if reuse.train[1] or reuse.predict[1]:
+        return {"train": list(reuse.train), "predict": list(reuse.predict)}
     return {"generate": list(reuse.generate), "execute": list(reuse.execute)}
 
 
@@ -70,7 +73,9 @@ class TaskSummary:
         return cls(**{k: v for k, v in data.items() if k in known},
                    ks_left_out=tuple(data.get("ks_left_out") or ()),
                    reused=Reuse(generate=tuple(reused.get("generate") or (0, 0)),
-                                execute=tuple(reused.get("execute") or (0, 0))))
+                                execute=tuple(reused.get("execute") or (0, 0)),
+                                train=tuple(reused.get("train") or (0, 0)),
+                                predict=tuple(reused.get("predict") or (0, 0))))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -29,7 +29,7 @@ from codeeval.flows.logs import explain_failures
 from codeeval.flows.stages import StageFailed
 from codeeval.pipeline import failures
 from codeeval.pipeline.config import RunConfig
-from codeeval.pipeline.keys import shard_keys
+from codeeval.pipeline.keys import shard_keys, training_keys
 from codeeval.pipeline.plan import check
 from codeeval.pipeline.policy import config_request
 from codeeval.pipeline.publish import publish, shard_writers
@@ -113,19 +113,13 @@ def _evaluate(config: RunConfig) -> RunResults:
     # of its pool) must not outlive a run that has already failed
     plans: dict[str, PlannedTask] = {name: future.result() for name, future in loads.items()}
     launch = launcher(config, layout)
-    gens, execs, scores = {}, {}, {}
+    gens, execs, trains, scores = {}, {}, {}, {}
     runs: list[_Run] = []  # every shard and score, in the order they were submitted
     for name, plan in plans.items():
-        gens[name], execs[name] = [], []
-        for i, ((start, stop), keys) in enumerate(zip(plan.shards, shard_keys(plan, launch.backend, launch.sandbox,
-                                                                              version))):
-            shard = ShardId(name, "generate", i)
-            gens[name].append(gen := launch.generate(shard, plan, start, stop, keys.generate))
-            runs.append(_Run(name, artifacts.RunLayout.run_name(shard), gen, shard))
-            if not config.generation_only and plan.executes:
-                shard = ShardId(name, "execute", i)
-                execs[name].append(future := launch.execute(shard, plan, gen, keys.execute))
-                runs.append(_Run(name, artifacts.RunLayout.run_name(shard), future, shard))
+        if plan.trains:  # a classification task: train, then predict; its predictions are its samples
+            (trains[name], gens[name]), execs[name] = _classify(config, plan, launch, version, runs), []
+        else:
+            (gens[name], execs[name]), trains[name] = _generate(config, plan, launch, version, runs), []
         if not config.generation_only:
             scores[name] = score_task.with_options(name=f"score-{name}", task_run_name=f"score-{name}").submit(
                 name, plan.problems_path, list(map(allow_failure, gens[name])), list(map(allow_failure, execs[name])),
@@ -133,16 +127,58 @@ def _evaluate(config: RunConfig) -> RunResults:
             runs.append(_Run(name, f"score-{name}", scores[name]))
 
     scored, workers = _outcome(config, layout, plans, runs, scores)
-    reuse = {name: Reuse(generate=(sum(map(_cached, gens[name])), len(gens[name])),
-                         execute=(sum(map(_cached, execs[name])), len(execs[name])),
-                         generate_reused=tuple(i for i, f in enumerate(gens[name]) if _cached(f)))
-             for name in config.tasks}
+    reuse = {name: _reuse(gens[name], execs[name], trains[name], plans[name].trains) for name in config.tasks}
     for name, counts in reuse.items():
-        log.info("%s: reused %d/%d generation and %d/%d execution shards from cache", name,
-                 *counts.generate, *counts.execute)
+        if plans[name].trains:
+            log.info("%s: reused %d/%d trainings and %d/%d prediction shards from cache", name, *counts.train,
+                     *counts.predict)
+        else:
+            log.info("%s: reused %d/%d generation and %d/%d execution shards from cache", name,
+                     *counts.generate, *counts.execute)
     results = publish(config, layout, plans, scored, reuse, version, workers)
     log.info("scores of %s:\n%s", config.model, results_table(results))
     return results
+
+
+def _generate(config: RunConfig, plan: PlannedTask, launch, version: str, runs: list) -> tuple[list, list]:
+    """A task's generation shards and, when it executes, its execution shards."""
+    gens, execs = [], []
+    for i, ((start, stop), keys) in enumerate(zip(plan.shards, shard_keys(plan, launch.backend, launch.sandbox,
+                                                                          version))):
+        shard = ShardId(plan.name, "generate", i)
+        gens.append(gen := launch.generate(shard, plan, start, stop, keys.generate))
+        runs.append(_Run(plan.name, artifacts.RunLayout.run_name(shard), gen, shard))
+        if not config.generation_only and plan.executes:
+            shard = ShardId(plan.name, "execute", i)
+            execs.append(future := launch.execute(shard, plan, gen, keys.execute))
+            runs.append(_Run(plan.name, artifacts.RunLayout.run_name(shard), future, shard))
+    return gens, execs
+
+
+def _classify(config: RunConfig, plan: PlannedTask, launch, version: str, runs: list) -> tuple[list, list]:
+    """A classification task's training (none for the reference backend) and prediction shards."""
+    train_key, predict_keys = training_keys(plan, launch.backend, config.training, version)
+    trained = None
+    if launch.backend.kind != "reference":
+        shard = ShardId(plan.name, "train", 0)
+        trained = launch.train(shard, plan, train_key)
+        runs.append(_Run(plan.name, artifacts.RunLayout.run_name(shard), trained, shard))
+    predictions = []
+    for i, ((start, stop), key) in enumerate(zip(plan.shards, predict_keys)):
+        shard = ShardId(plan.name, "predict", i)
+        predictions.append(future := launch.predict(shard, plan, start, stop, trained, key))
+        runs.append(_Run(plan.name, artifacts.RunLayout.run_name(shard), future, shard))
+    return [trained] if trained is not None else [], predictions
+
+
+def _reuse(gens: list, execs: list, trains: list, classifies: bool) -> Reuse:
+    """The shards of a task taken from the cache, per stage (a classification task's predictions
+    stand where generations stand, and count as predictions)."""
+    if classifies:
+        return Reuse(generate=(0, 0), execute=(0, 0), train=(sum(map(_cached, trains)), len(trains)),
+                     predict=(sum(map(_cached, gens)), len(gens)))
+    return Reuse(generate=(sum(map(_cached, gens)), len(gens)), execute=(sum(map(_cached, execs)), len(execs)),
+                 generate_reused=tuple(i for i, f in enumerate(gens) if _cached(f)))
 
 
 def _outcome(config: RunConfig, layout: artifacts.RunLayout, plans: dict[str, PlannedTask], runs: list[_Run],

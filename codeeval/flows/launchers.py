@@ -17,11 +17,13 @@ from prefect import allow_failure, get_run_logger
 from codeeval.benchmarks.registry import get_task
 from codeeval.core.artifacts import RunLayout
 from codeeval.core.contracts import PlannedTask, ShardId
-from codeeval.flows.stages import EXECUTE, generation_deployment, remote_shard, use_deployments
+from codeeval.flows.stages import EXECUTE, PREDICT, TRAIN, deployment_needed, generation_deployment, remote_shard, \
+    use_deployments
 from codeeval.generation import devices
 from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.plan import backend_spec, sandbox_spec
 from codeeval.tasks.shards import execute_shard, generate_shard, stale
+from codeeval.tasks.training import predict_shard, train_task
 
 
 def _named(shard: ShardId) -> dict:
@@ -50,6 +52,23 @@ class ShardLauncher:
         """`generated`: the future of the shard's generations, which may have failed (allow_failure:
         the execution then ends Skipped, under its own name)."""
         raise NotImplementedError
+
+    def train(self, shard: ShardId, plan: PlannedTask, key: str):
+        """A classification task's training (the future of its log)."""
+        raise NotImplementedError
+
+    def predict(self, shard: ShardId, plan: PlannedTask, start: int, stop: int, trained, key: str):
+        """A prediction shard of a classification task; `trained`: the future of its training, None for
+        the reference backend (no weights: the gold labels, in this process wherever shards run)."""
+        return self._predict(shard, plan, start, stop, trained, key, self.backend, [])
+
+    def _predict(self, shard: ShardId, plan: PlannedTask, start: int, stop: int, trained, key: str,
+                 backend, after: list):
+        path = self.layout.output(shard)
+        return predict_shard.with_options(**_named(shard), refresh_cache=stale(str(path)), **self.retries).submit(
+            shard, str(self.layout.root), plan.problems_path, start, stop, plan.classes, backend,
+            self.config.training, allow_failure(trained) if trained is not None else None, key, self.config.run_id,
+            wait_for=after)
 
 
 def launcher(config: RunConfig, layout: RunLayout) -> ShardLauncher:
@@ -87,6 +106,22 @@ class InProcess(ShardLauncher):
         self.lanes[lane] = [future]
         return future
 
+    def train(self, shard: ShardId, plan: PlannedTask, key: str):
+        """One training takes every device (data-parallel): it waits for each device's chain, and each
+        chain's next shard waits for it."""
+        path = self.layout.output(shard)
+        future = train_task.with_options(**_named(shard), refresh_cache=stale(str(path)), **self.retries).submit(
+            shard, str(self.layout.root), plan.splits, plan.classes, self.backend, self.config.training, key,
+            self.config.run_id, wait_for=[allow_failure(f) for f in self.last_gen if f is not None])
+        self.last_gen = [future] * len(self.devices)
+        return future
+
+    def predict(self, shard: ShardId, plan: PlannedTask, start: int, stop: int, trained, key: str):
+        d = shard.index % len(self.devices)
+        self.last_gen[d] = self._predict(shard, plan, start, stop, trained, key, self.devices[d],
+                                         _after(self.last_gen[d]))
+        return self.last_gen[d]
+
     def _lanes(self, name: str) -> int:
         """How many of a task's execution shards may run at once: one (a chain), or one per worker
         for an execution that serializes itself (repo-level: a lock per repository)."""
@@ -103,6 +138,7 @@ class OnWorkPools(ShardLauncher):
         get_run_logger().info("shards run on work pools through the %s and %s deployments", self.deployment, EXECUTE)
         self.common = {"run_dir": str(layout.root), "infra_retries": config.infra_retries,
                        "retry_delay_s": config.retry_delay_s, "run_id": config.run_id}
+        self.checked: set[str] = set()  # the deployments a classification task needs, found on the server
 
     def generate(self, shard: ShardId, plan: PlannedTask, start: int, stop: int, key: str):
         return remote_shard.with_options(**_named(shard), **self.retries).submit(
@@ -113,3 +149,23 @@ class OnWorkPools(ShardLauncher):
         return remote_shard.with_options(**_named(shard), **self.retries).submit(
             EXECUTE, shard, dict(problems_path=plan.problems_path, sandbox=self.sandbox, cache_key=key,
                                  **self.common), key, allow_failure(generated))
+
+    def _needed(self, deployment: str) -> None:
+        if deployment not in self.checked:
+            deployment_needed(deployment)
+            self.checked.add(deployment)
+
+    def train(self, shard: ShardId, plan: PlannedTask, key: str):
+        self._needed(TRAIN)
+        return remote_shard.with_options(**_named(shard), **self.retries).submit(
+            TRAIN, shard, dict(splits=plan.splits, classes=plan.classes, backend=self.backend,
+                               args=self.config.training, cache_key=key, **self.common), key)
+
+    def predict(self, shard: ShardId, plan: PlannedTask, start: int, stop: int, trained, key: str):
+        if trained is None:
+            return super().predict(shard, plan, start, stop, trained, key)
+        self._needed(PREDICT)
+        return remote_shard.with_options(**_named(shard), **self.retries).submit(
+            PREDICT, shard, dict(problems_path=plan.problems_path, start=start, stop=stop, classes=plan.classes,
+                                 backend=self.backend, args=self.config.training, cache_key=key, **self.common),
+            key, allow_failure(trained))

@@ -32,10 +32,14 @@ from codeeval.flows.logs import explain_failures
 from codeeval.generation import LOADS_WEIGHTS, BackendSpec, devices
 from codeeval.pipeline.policy import shard_request
 from codeeval.tasks.shards import _kept, _skipped, content_key, execute_shard, generate_shard, shard_file, stale
+from codeeval.tasks.training import predict_shard, train_task
+from codeeval.training.args import TrainArgs
 
 GENERATE = "generate-shard/generate-shard"
 GENERATE_CPU = "generate-shard/generate-shard-cpu"
 EXECUTE = "execute-shard/execute-shard"
+TRAIN = "train-shard/train-shard"  # a classification task's training and prediction shards: the gpu pool
+PREDICT = "predict-shard/predict-shard"
 explain_failures()  # this file is what a worker loads for a shard run
 
 
@@ -105,6 +109,23 @@ def generation_deployment(kind: str) -> str:
             return GENERATE
 
 
+class NoDeployment(Explained):
+    """A stage deployment that this run needs is not on the server."""
+
+
+def deployment_needed(name: str) -> None:
+    """NoDeployment, in one line, when the server lacks the deployment `name` (a team that deployed
+    before the classification tasks existed: `codeeval deploy` again applies it)."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_deployment_by_name(name)
+        except Exception:  # noqa: BLE001 - ObjectNotFound
+            raise NoDeployment(f"no {name} deployment on this server: `codeeval deploy` applies it (its shards run "
+                               "on the gpu pool)") from None
+
+
 @task(name="shard", retry_condition_fn=crashed)
 def remote_shard(deployment: str, shard: ShardId, parameters: dict, key: str, after=None) -> str:
     """Runs one shard as a flow run of `deployment` and waits for it. An execution shard gets
@@ -116,6 +137,10 @@ def remote_shard(deployment: str, shard: ShardId, parameters: dict, key: str, af
             return skipped
         parameters = {**parameters, "generations_path": after}
         key = content_key({"cache_key": key, "generations_path": after})  # as execute_shard's own key
+    elif deployment == PREDICT:
+        if skipped := _skipped([after]):
+            return skipped
+        parameters = {**parameters, "trained_path": after}
     out_path = shard_file(parameters["run_dir"], shard)
     if kept := _kept(out_path, key):  # this process's code wrote it (the worker's would be checked there)
         return kept
@@ -192,3 +217,36 @@ def execute_stage(shard: ShardId, run_dir: str, problems_path: str, generations_
         )(shard, run_dir, problems_path, generations_path, sandbox, cache_key, run_id)
     finally:
         POOL.close()
+
+
+@flow(name="train-shard", flow_run_name=_run_name)
+def train_stage(shard: ShardId, run_dir: str, splits: list, classes: list, backend: BackendSpec, args: TrainArgs,
+                cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0, run_id: str = "") -> str:
+    """A classification task's training on this (gpu pool) host: every visible device, data-parallel."""
+    run_dir = storage.localize(run_dir)
+    splits = tuple((name, storage.localize(path)) for name, path in splits)
+    out_path, run_name = shard_file(run_dir, shard), RunLayout.run_name(shard)
+    enforce(worker_policy(), shard_request({**dict(splits), "out_path": out_path}, backend=backend, name=shard.task),
+            f"{run_name}-{run_id}")
+    return train_task.with_options(
+        name=run_name, task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
+        refresh_cache=stale(out_path),
+    )(shard, run_dir, splits, tuple(classes), backend, args, cache_key, run_id)
+
+
+@flow(name="predict-shard", flow_run_name=_run_name)
+def predict_stage(shard: ShardId, run_dir: str, problems_path: str, start: int, stop: int, classes: list,
+                  backend: BackendSpec, args: TrainArgs, trained_path: str, cache_key: str, infra_retries: int = 2,
+                  retry_delay_s: float = 10.0, run_id: str = "") -> str:
+    """A prediction shard of a classification task on this (gpu pool) host's first visible device."""
+    problems_path, run_dir = storage.localize(problems_path), storage.localize(run_dir)
+    trained_path = storage.localize(trained_path)
+    out_path, run_name = shard_file(run_dir, shard), RunLayout.run_name(shard)
+    enforce(worker_policy(), shard_request({"problems_path": problems_path, "trained_path": trained_path,
+                                            "out_path": out_path}, backend=backend, name=shard.task),
+            f"{run_name}-{run_id}")
+    backend = devices.plan(backend, max_shards=1)[0]
+    return predict_shard.with_options(
+        name=run_name, task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
+        refresh_cache=stale(out_path),
+    )(shard, run_dir, problems_path, start, stop, tuple(classes), backend, args, trained_path, cache_key, run_id)

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from codeeval.core.fingerprint import digest
 from codeeval.generation.base import GenerationArgs
+from codeeval.training.args import TrainArgs
 
 
 SECRET_HOME = ("in the worker's environment (OPENAI_API_KEY) or in a Prefect Secret block named by "
@@ -59,6 +60,8 @@ class RunConfig:
     dependency_data_root: Optional[str] = None
     exclude_failing_oracles: bool = False
     strict_data: bool = False  # APPS: a malformed input_output is an error, not a -2 (LoadOptions)
+    # the classification tasks' fine-tuning (bigcode's finetuning/*/train.py flags; codeeval/training/args.py)
+    training: TrainArgs = field(default_factory=TrainArgs)
 
     @property
     def backend_kind(self) -> str:
@@ -73,7 +76,8 @@ class RunConfig:
         """The digest of what the run's outputs depend on (its id ends with it)."""
         return digest(self.model, sorted(self.tasks), self.generation, self.backend_kind, self.backend_options,
                       self.limit, self.limit_start, self.load_generations_path,
-                      *([True] if self.exclude_failing_oracles else []))
+                      *([True] if self.exclude_failing_oracles else []),
+                      *([self.training] if self.training != TrainArgs() else []))
 
     @property
     def run_id(self) -> str:
@@ -97,9 +101,11 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":
-        """to_dict's inverse: a flow run's parameters, a models file's entry (`generation`: a mapping of
-        GenerationArgs fields, or missing for their defaults)."""
-        generation = data.get("generation") or {}
+        """to_dict's inverse: a flow run's parameters, a models file's entry (`generation` and `training`:
+        mappings of GenerationArgs and TrainArgs fields, or missing for their defaults)."""
+        generation, training = data.get("generation") or {}, data.get("training") or {}
         if not isinstance(generation, GenerationArgs):
             generation = GenerationArgs(**generation)
-        return cls(**{**data, "generation": generation})
+        if not isinstance(training, TrainArgs):
+            training = TrainArgs(**training)
+        return cls(**{**data, "generation": generation, "training": training})

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 from codeeval.core import artifacts
+from codeeval.core.contracts import ShardId
 from codeeval.core.errors import Infrastructure
 from codeeval.pipeline import waits
 
@@ -203,9 +204,17 @@ def run_report(root: Path) -> tuple[str, int]:
         records = [json.loads(path.read_text(encoding="utf-8")) for path in errors]
         # a failed shard's samples are listed with status error: counted as such, apart from those that ran and failed
         held = sum(len(r["samples"]) for r in records)
-        parts.append(f"## {name}: {len(gens)} generation and {len(execs)} execution shards written, "
-                     f"{len(errors)} failed shards ({held} samples, status error), "
-                     f"{failed_samples} failing samples in the shards written, {scored}")
+        if (predictions := sorted((task_dir / "predictions").glob("shard-*.parquet"))) or \
+                layout.training(name).is_dir():  # a classification task
+            wrong = sum(r["predicted"] != r["label"] for path in predictions
+                        for r in artifacts.read_rows(path, ("label", "predicted")))
+            trained = "trained" if layout.output(ShardId(name, "train", 0)).exists() else "not trained"
+            parts.append(f"## {name}: {trained}, {len(predictions)} prediction shards written, {len(errors)} failed "
+                         f"shards, {wrong} misclassified test records in the shards written, {scored}")
+        else:
+            parts.append(f"## {name}: {len(gens)} generation and {len(execs)} execution shards written, "
+                         f"{len(errors)} failed shards ({held} samples, status error), "
+                         f"{failed_samples} failing samples in the shards written, {scored}")
         parts.append("")
         if waiting := waits.report_lines(layout.waits(name)):
             parts += ["Waiting for a slot:", *waiting, ""]

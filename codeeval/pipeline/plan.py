@@ -12,7 +12,7 @@ from typing import Optional
 
 from codeeval.benchmarks.metrics import resolve_ks
 from codeeval.benchmarks.registry import get_task
-from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec
+from codeeval.benchmarks.spec import Example, LoadOptions, Problem, TaskSpec
 from codeeval.core.errors import UsageError
 from codeeval.core.fingerprint import digest
 from codeeval.executors import SANDBOXES, Limits, SandboxSpec
@@ -28,6 +28,9 @@ class TaskPlan:
     ks: list[int]
     ks_left_out: list[int]
     shards: list[tuple[int, int]]  # [start, stop) into problems
+    # a classification task: its training and validation examples, and its class names by label id
+    splits: Optional[dict[str, list[Example]]] = None
+    classes: tuple[str, ...] = ()
 
     @property
     def n_min(self) -> int:
@@ -70,6 +73,7 @@ def check(config: RunConfig) -> None:
         raise UsageError("--shard_programs must be >= 1")
     if config.stages not in ("auto", "local", "deployments"):
         raise UsageError(f"stages must be auto, local or deployments, not {config.stages!r}")
+    check_classification(config)
 
 
 def backend_spec(config: RunConfig, device: Optional[str] = None) -> BackendSpec:
@@ -90,14 +94,10 @@ def plan_task(config: RunConfig, name: str) -> TaskPlan:
                           source_code_root=Path(config.source_code_root) if config.source_code_root else None,
                           dependency_data_root=Path(config.dependency_data_root) if config.dependency_data_root
                           else None, exclude_failing_oracles=config.exclude_failing_oracles,
-                          strict_data=config.strict_data)
-    problems = load_problems(spec, options)
-    stop = None if config.limit is None else config.limit_start + config.limit
-    problems = problems[config.limit_start:stop]
-    if not problems and config.limit_start == 0:
-        raise UsageError(f"task {name}: its data holds no problems")
-    if not problems:
-        raise UsageError(f"task {name} has no problems in the range --limit_start {config.limit_start} --limit {config.limit}")
+                          strict_data=config.strict_data, split_seed=config.training.seed)
+    if spec.classification is not None:
+        return plan_classification(config, spec, options)
+    problems = limited(config, name, load_problems(spec, options))
     counts = backend_class(config.backend_kind).counts(backend_spec(config), spec, problems)
     n_min = min(counts.values())
     if config.generation_only or not spec.uses_k:  # --k means nothing to a task without pass@k
@@ -106,6 +106,74 @@ def plan_task(config: RunConfig, name: str) -> TaskPlan:
         ks, left_out = resolve_ks(name, n_min, config.k, spec.default_ks)
     shards = shard_ranges(spec, problems, config.shard_size, counts, config.shard_programs)
     return TaskPlan(spec, problems, counts, ks, left_out, shards)
+
+
+def limited(config: RunConfig, name: str, problems: list[Problem]) -> list[Problem]:
+    """The problems --limit_start and --limit keep."""
+    stop = None if config.limit is None else config.limit_start + config.limit
+    problems = problems[config.limit_start:stop]
+    if not problems and config.limit_start == 0:
+        raise UsageError(f"task {name}: its data holds no problems")
+    if not problems:
+        raise UsageError(f"task {name} has no problems in the range --limit_start {config.limit_start} --limit {config.limit}")
+    return problems
+
+
+# GenerationArgs fields that mean nothing to a classification task (it generates nothing)
+SAMPLING = ("n_samples", "do_sample", "temperature", "top_p", "top_k", "max_length_generation", "max_new_tokens",
+            "prefix", "instruction_tokens", "apply_chat_template", "chat_style", "max_batch_rows", "fim_format")
+TRAINING_BACKENDS = ("transformers", "reference")  # what fine-tunes a model's weights, and the oracle
+
+
+def check_classification(config: RunConfig) -> None:
+    """The classification tasks' options, and the flags that mean nothing to them, before any data."""
+    from codeeval.generation.base import GenerationArgs
+
+    classifying = [name for name in config.tasks if get_task(name).classification is not None]
+    if not classifying:
+        return
+    first = classifying[0]
+    if config.backend_kind not in TRAINING_BACKENDS:
+        how = "saved generations" if config.backend_kind == "replay" else f"the {config.backend_kind} backend"
+        raise UsageError(f"{first} is evaluated by fine-tuning the model's weights, which {how} cannot do: pass a "
+                         "local model directory, a .gguf file or a hub id (or `reference` for the oracle)")
+    if config.generation_only:
+        raise UsageError(f"--generation_only: {first} generates nothing (it trains, then predicts)")
+    if len(classifying) == len(config.tasks):  # every task classifies: a sampling flag can only be a mistake
+        default = GenerationArgs()
+        given = [f for f in SAMPLING if getattr(config.generation, f) != getattr(default, f)]
+        if given:
+            raise UsageError(f"--{given[0]} does not apply to {first}, a classification task (one prediction per "
+                             "test record, no sampling); its options are the fine-tuning flags (docs/usage.md)")
+    if (why := config.training.check()) is not None:
+        raise UsageError(f"{first}: {why}")
+    for name in classifying:
+        class_order(config, name)
+
+
+def class_order(config: RunConfig, name: str) -> tuple[str, ...]:
+    """The task's class names by label id: its own order, or the run's `label_order` (the same names)."""
+    classes = get_task(name).classification.classes
+    if config.training.label_order is None:
+        return classes
+    order = tuple(c.strip() for c in config.training.label_order.split(","))
+    if sorted(order) != sorted(classes) or len(set(order)) != len(order):
+        raise UsageError(f"label_order {config.training.label_order!r} is not an order of {name}'s classes "
+                         f"({', '.join(classes)})")
+    return order
+
+
+def plan_classification(config: RunConfig, spec: TaskSpec, options: LoadOptions) -> TaskPlan:
+    """The test records as problems (one sample each), the training and validation examples (the
+    first max_train_samples / max_eval_samples), and shards of whole evaluation batches."""
+    splits = dict(upstream(spec, spec.classification.splits, options))
+    problems = limited(config, spec.name, spec.classification.problems(splits.pop("test")))
+    a = config.training
+    splits = {"train": splits["train"][:a.max_train_samples], "validation": splits["validation"][:a.max_eval_samples]}
+    size = max(a.batch_size, config.shard_size // a.batch_size * a.batch_size)
+    shards = [(start, min(start + size, len(problems))) for start in range(0, len(problems), size)]
+    return TaskPlan(spec, problems, {p.task_id: 1 for p in problems}, [], [], shards, splits,
+                    class_order(config, spec.name))
 
 
 _PLANNED: dict[tuple[str, str], TaskPlan] = {}  # (config digest, task) -> the pre-flight plan, taken once
@@ -125,11 +193,16 @@ def planned(config: RunConfig, name: str) -> TaskPlan:
 
 
 def load_problems(spec: TaskSpec, options: LoadOptions) -> list[Problem]:
-    """The task's problems. The families check the fields they read (codeeval/benchmarks/data.py
+    """The task's problems."""
+    return upstream(spec, spec.load, options)
+
+
+def upstream(spec: TaskSpec, load, options: LoadOptions):
+    """`load(options)`. The families check the fields they read (codeeval/benchmarks/data.py
     check_fields); a record malformed in a way they do not foresee is still bad input: one line
     naming the task, not a traceback."""
     try:
-        return spec.load(options)
+        return load(options)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise UsageError(f"task {spec.name}: its data is not in the upstream format ({type(exc).__name__}: "
                          f"{' '.join(str(exc).split())[:120]})") from None

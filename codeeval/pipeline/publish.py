@@ -9,7 +9,7 @@ from typing import Mapping, Optional, Sequence
 
 from codeeval import __version__
 from codeeval.core import artifacts, provenance
-from codeeval.core.contracts import PlannedTask, Reuse, TaskScore
+from codeeval.core.contracts import PlannedTask, Reuse, ShardId, TaskScore
 from codeeval.core.results import RunResults, TaskSummary
 from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.problems import read_problems
@@ -65,7 +65,8 @@ def task_summary(plan: PlannedTask, score: Optional[TaskScore], reuse: Reuse, sa
                  api: Optional[dict] = None) -> TaskSummary:
     """The `codeeval.tasks.<name>` block of results.json: counts, the primary metric, reuse, and what
     generating through an API cost (`api`, codeeval/pipeline/usage.py)."""
-    counts = dict(shards=len(plan.shards), reused=Reuse(generate=reuse.generate, execute=reuse.execute),
+    counts = dict(shards=len(plan.shards), reused=Reuse(generate=reuse.generate, execute=reuse.execute,
+                                                        train=reuse.train, predict=reuse.predict),
                   api=api or None, saved_generations=saved or None)
     if score is None:
         return TaskSummary(problems=plan.n_problems, samples=plan.n_samples, ks_left_out=plan.ks_left_out, **counts)
@@ -81,7 +82,8 @@ def shard_writers(layout: artifacts.RunLayout, shards: Mapping[str, int]) -> lis
     writers = {}
     for name, count in shards.items():
         for i in range(count):
-            for path in (layout.generations(name, i), layout.executions(name, i)):
+            trained = (layout.output(ShardId(name, "train", 0)),) if i == 0 else ()
+            for path in (layout.generations(name, i), layout.executions(name, i), layout.predictions(name, i), *trained):
                 if (writer := artifacts.written_by(path)) is not None:
                     writers[path.relative_to(layout.root).with_suffix("").as_posix()] = writer
     return provenance.group(writers)
@@ -95,7 +97,7 @@ def publish(config: RunConfig, layout: artifacts.RunLayout, plans: Mapping[str, 
     saved = {}
     if config.save_generations or config.generation_only:
         saved = {name: save_bigcode_generations(config, layout, name, len(plan.shards))
-                 for name, plan in plans.items()}
+                 for name, plan in plans.items() if not plan.trains}  # a classification task generates nothing
     results = RunResults(
         metrics={name: score.metrics for name, score in scores.items()}, config=bigcode_config(config),
         run_id=config.run_id, run_dir=str(layout.root), code_version=version, codeeval_version=__version__,

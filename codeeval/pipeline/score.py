@@ -20,24 +20,37 @@ VERDICT_COLUMNS = (*KEYS, "status", "passed", "tests", "subsets", "answer", "sco
 
 def read_samples(task: TaskSpec, problems: Sequence[Problem], generation_paths: Sequence[str],
                  execution_paths: Sequence[str]) -> list[Sample]:
-    """The task's samples from its shard files, one shard's rows at a time and only the columns
-    its metrics read: the score stage holds a Sample per sample, whatever the programs' length."""
+    """The task's samples from its shard files (a classification task's: its prediction files), one
+    shard's rows at a time and only the columns its metrics read: the score stage holds a Sample per
+    sample, whatever the programs' length."""
     ids = {p.task_id: p.task_id for p in problems}  # one string per problem, not one per row
     verdicts: dict = {}
     for path in execution_paths if task.executes else ():
         for r in artifacts.read_rows(Path(path), VERDICT_COLUMNS):
             verdicts[(ids.get(r["task_id"], r["task_id"]), r["sample"])] = verdict_of(r)
-    columns = (*KEYS, "completion") if task.reads_completions else KEYS
-    rows = [(ids.get(r["task_id"], r["task_id"]), r["sample"], r.get("completion", ""))
+    text = sample_text(task)
+    columns = (*KEYS, text) if task.reads_completions else KEYS
+    rows = [(ids.get(r["task_id"], r["task_id"]), r["sample"], r.get(text, ""))
             for path in generation_paths for r in artifacts.read_rows(Path(path), columns)]
     return _joined(problems, rows, verdicts)
 
 
+def sample_folder(task: TaskSpec) -> str:
+    """Where a task's samples are: its generations, or a classification task's predictions."""
+    return "predictions" if task.classification else "generations"
+
+
+def sample_text(task: TaskSpec) -> str:
+    """The column of a sample's text: the completion, or a prediction's class name."""
+    return "predicted_name" if task.classification else "completion"
+
+
 def samples_of(problems: Sequence[Problem], generations: Sequence[dict],
-               executions: Optional[Sequence[dict]]) -> list[Sample]:
-    """Generation rows joined with their execution rows, in (problem, sample) order."""
+               executions: Optional[Sequence[dict]], text: str = "completion") -> list[Sample]:
+    """Generation rows (or prediction rows, `text` their class) joined with their execution rows, in
+    (problem, sample) order."""
     verdicts = {(r["task_id"], r["sample"]): verdict_of(r) for r in executions or ()}
-    return _joined(problems, [(g["task_id"], g["sample"], g.get("completion", "")) for g in generations], verdicts)
+    return _joined(problems, [(g["task_id"], g["sample"], g.get(text, "")) for g in generations], verdicts)
 
 
 def _joined(problems: Sequence[Problem], rows: list[tuple[str, int, str]], verdicts: dict) -> list[Sample]:

@@ -1,7 +1,7 @@
 """`codeeval compare RUN_A RUN_B`: per task, is B better than A, and is the difference real.
 
 Each task both runs hold is scored again from the run's files (problems, generations and
-executions Parquet) over the problems both runs scored, and the difference B - A of the task's
+executions Parquet; a classification task's predictions) over the problems both runs scored, and the difference B - A of the task's
 primary metric is tested with the problems paired (docs/statistics.md):
 
 * a pass/fail value per problem on both sides (pass@1 at n=1, PAL's accuracy, APPS's strict
@@ -30,7 +30,7 @@ from codeeval.core import artifacts
 from codeeval.core.errors import UsageError
 from codeeval.pipeline import uncertainty
 from codeeval.pipeline.problems import read_problems
-from codeeval.pipeline.score import primary_key, samples_of
+from codeeval.pipeline.score import primary_key, sample_folder, sample_text, samples_of
 
 RESAMPLES = 1000  # paired bootstrap draws: p-values down to 1/1001
 MCNEMAR = "McNemar's exact test"
@@ -91,12 +91,13 @@ def load_side(root: Path, task: str, spec: TaskSpec) -> Side:
         return [(path, row) for path in sorted((layout.task_dir(task) / folder).glob("shard-*.parquet"))
                 for row in artifacts.read_rows(path) if row["task_id"] in known]
 
-    generations = rows_of("generations")
+    generations = rows_of(sample_folder(spec))
     judged = rows_of("executions") if spec.executes else generations
     located: dict[str, tuple[Path, list[int]]] = {}
     for path, row in judged:
         located.setdefault(row["task_id"], (path, []))[1].append(row["sample"])
-    samples = samples_of(problems, [r for _, r in generations], [r for _, r in judged] if spec.executes else None)
+    samples = samples_of(problems, [r for _, r in generations], [r for _, r in judged] if spec.executes else None,
+                         sample_text(spec))
     unjudged = {s.task_id for s in samples if spec.executes and s.verdict is None}
     scored = frozenset({s.task_id for s in samples} - unjudged)
     rows = {t: f"{path} sample {', '.join(map(str, sorted(numbers)))}" for t, (path, numbers) in located.items()}

@@ -138,8 +138,11 @@ def results_table(results: RunResults) -> str:
         metrics = results.metrics.get(name, {})
         values = "  ".join(f"{m}={_value(v, task.stderr.get(m))}" for m, v in metrics.items()
                            if not isinstance(v, (dict, list)))
+        classifies = bool(task.reused.train[1] or task.reused.predict[1])
         if not metrics:
             counts = "generated"
+        elif classifies:
+            counts = f"{task.problems or 0} test records"
         elif task.passed is not None:
             counts = f"{task.passed}/{task.samples or 0} samples passed"
         else:
@@ -152,7 +155,12 @@ def results_table(results: RunResults) -> str:
             lines.append(f"{'':<22} {task.primary} 95% interval [{lo:.4f}, {hi:.4f}] over {task.problems} "
                          f"problems (± is the standard error, docs/statistics.md)")
         gen, exe = task.reused.generate, task.reused.execute
-        lines.append(f"{'':<22} reused {gen[0]}/{gen[1]} generation and {exe[0]}/{exe[1]} execution shards")
+        if classifies:
+            (trained, trainings), (predicted, predictions) = task.reused.train, task.reused.predict
+            lines.append(f"{'':<22} reused {trained}/{trainings} trainings and {predicted}/{predictions} "
+                         "prediction shards")
+        else:
+            lines.append(f"{'':<22} reused {gen[0]}/{gen[1]} generation and {exe[0]}/{exe[1]} execution shards")
         if task.api:
             lines.append(f"{'':<22} {usage_line(task.api)}")
         if task.saved_generations:

@@ -37,6 +37,7 @@ from codeeval.pipeline.plan import planned
 from codeeval.pipeline.problems import fingerprint as problems_fingerprint
 from codeeval.pipeline.problems import problems_rows, read_problems
 from codeeval.pipeline.score import read_samples, score_samples
+from codeeval.pipeline.train import split_rows
 from codeeval.tasks import slots
 from codeeval.tasks.retries import retry_condition
 from codeeval.tasks.secrets import with_secrets
@@ -169,12 +170,21 @@ def load_problems(config: RunConfig, name: str, out_path: str) -> PlannedTask:
     plan = planned(config, name)
     artifacts.write_table(Path(out_path), problems_rows(plan.problems, plan.counts),
                           artifacts.PROBLEMS_SCHEMA)
-    get_run_logger().info("%s: %d problems, %d samples, %d shards", name, len(plan.problems),
-                          sum(plan.counts.values()), len(plan.shards))
+    splits: tuple[tuple[str, str], ...] = ()
+    if plan.splits is not None:  # a classification task: the examples it trains on, beside its test records
+        layout = RunLayout(Path(out_path).parents[1])
+        splits = tuple((split, str(artifacts.write_table(
+            layout.split(name, split), split_rows(examples, plan.spec.classification, plan.classes),
+            artifacts.SPLIT_SCHEMA))) for split, examples in plan.splits.items())
+        get_run_logger().info("%s: %s examples to train on, %d to test", name,
+                              " and ".join(f"{len(e)} {s}" for s, e in plan.splits.items()), len(plan.problems))
+    else:
+        get_run_logger().info("%s: %d problems, %d samples, %d shards", name, len(plan.problems),
+                              sum(plan.counts.values()), len(plan.shards))
     return PlannedTask(name=name, problems_path=out_path, fingerprint=problems_fingerprint(Path(out_path)),
                        n_problems=len(plan.problems), n_samples=sum(plan.counts.values()),
                        shards=tuple(plan.shards), ks=tuple(plan.ks), ks_left_out=tuple(plan.ks_left_out),
-                       executes=plan.spec.executes)
+                       executes=plan.spec.executes, splits=splits, classes=plan.classes)
 
 
 @task(name="generate", persist_result=True, cache_key_fn=_prefect_key, retry_condition_fn=retry_condition)
