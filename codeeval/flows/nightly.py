@@ -9,7 +9,8 @@ samples/<UTC timestamp>/<run_id> (what the paired comparisons read, tonight's an
 codeeval/reporting/paired.py). A model whose run fails keeps its previous rows
 (their date says how old they are), carries its root cause (every failed shard's) on the page,
 in the table and in the changes, and fails the flow run once the page is written, so the UI
-shows it red while the leaderboard stays complete.
+shows it red while the leaderboard stays complete. The page also draws tonight's confusion matrix of
+each model on each classification task (codeeval/reporting/charts.py), from the results in hand.
 """
 from __future__ import annotations
 
@@ -56,6 +57,7 @@ def nightly_leaderboard(models_file: str, output_dir: Optional[str] = None, runs
     rows: list[LeaderboardRow] = []
     reused: dict[str, dict] = {}
     failed: dict[str, str] = {}
+    matrices: dict[str, dict[str, charts.Confusion]] = {}  # model -> task -> tonight's confusion matrix
     for i, config in enumerate(configs, 1):  # a line as each model starts and ends: a night's progress
         log.info("model %d of %d: %s on %s", i, len(configs), config.model, ", ".join(config.tasks))
         try:
@@ -75,6 +77,8 @@ def nightly_leaderboard(models_file: str, output_dir: Optional[str] = None, runs
         rows += mine
         log.info("model %d of %d done: %s", i, len(configs), nightly.scores_text([config.model], mine, {}).strip())
         reused[config.model] = {task: reuse_json(detail.reused) for task, detail in results.tasks.items()}
+        if confusions := charts.confusions_of(results.metrics):  # the classification tasks' (the page draws them)
+            matrices[config.model] = confusions
 
     delta = nightly.changes(previous, rows)
     history = nightly.read_history(out)  # the nights before tonight's (other hosts' too): one listing a night
@@ -86,7 +90,8 @@ def nightly_leaderboard(models_file: str, output_dir: Optional[str] = None, runs
     paired.prune(out, [rows for _, rows in history[-paired.KEEP_NIGHTS:]])
     changes_md = nightly.changes_markdown(delta, previous_date, date, failed, comparisons)
     html = artifacts.write_bytes(out / "index.html", page.render(
-        rows, f"{charts.short_night(night)} UTC", delta, previous_date, failed, history, comparisons).encode())
+        rows, f"{charts.short_night(night)} UTC", delta, previous_date, failed, history, comparisons,
+        matrices).encode())
     create_table_artifact([{k: getattr(r, k) for k in ("model", "task", "metric", "value", "stderr", "ci95_low",
                                                        "ci95_high", "problems", "run_id", "date", "error")}
                            for r in rows if r.primary], key="leaderboard",

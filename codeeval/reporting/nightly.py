@@ -14,8 +14,12 @@ models.yaml:
       - model: reference
         tasks: [humaneval]
 
-Every key but `generation` is a RunConfig field (the CLI's option names); `generation` holds
-GenerationArgs fields. Each model keeps its run directory where `evaluate` keeps it (under
+      - model: /models/unixcoder-base-nine
+        training: {num_epochs: 5, batch_size: 8}   # a classification task's fine-tuning (TrainArgs)
+        tasks: [codecomplex, codeclone, codedefect]
+
+Every key but `generation` and `training` is a RunConfig field (the CLI's option names); `generation`
+holds GenerationArgs fields, `training` TrainArgs fields (codeeval/training/args.py). Each model keeps its run directory where `evaluate` keeps it (under
 CODEEVAL_STORAGE, else runs/: core/storage.py), so a night reuses every shard whose inputs did not
 change and `codeeval inspect <run id>` finds each model's run from any host of the storage.
 """
@@ -35,11 +39,12 @@ from codeeval.pipeline import failures
 from codeeval.pipeline.config import RunConfig
 from codeeval.reporting.charts import short_night
 from codeeval.reporting.paired import Paired, flips_markdown
+from codeeval.training.args import TrainArgs
 
 BOARD = "leaderboard"  # the leaderboard's folder when none is given: under the storage (core/storage.py shared)
 HISTORY = "history"  # under the output folder: one leaderboard-<stamp>.parquet per night, never overwritten
-CONFIG_FIELDS = {f.name for f in dataclasses.fields(RunConfig)} - {"generation"}
-GENERATION_FIELDS = {f.name for f in dataclasses.fields(GenerationArgs)}
+SECTIONS = {"generation": GenerationArgs, "training": TrainArgs}  # a models file's nested mappings of options
+CONFIG_FIELDS = {f.name for f in dataclasses.fields(RunConfig)} - set(SECTIONS)
 
 
 def board_dir(output_dir: Optional[str]) -> Path:
@@ -75,21 +80,23 @@ def _config(path: Path, i: int, entry: Any, runs_dir: Optional[Path]) -> RunConf
     where = f"{path}: models[{i}]"
     if not isinstance(entry, dict) or not entry.get("model") or not entry.get("tasks"):
         raise UsageError(f"{where} needs `model` and `tasks`")
-    unknown = set(entry) - CONFIG_FIELDS - {"generation"}
+    unknown = set(entry) - CONFIG_FIELDS - set(SECTIONS)
     if unknown:
         raise UsageError(f"{where}: unknown key(s) {', '.join(sorted(map(_key, unknown)))}")
-    generation = entry.get("generation") or {}
-    if not isinstance(generation, dict):
-        raise UsageError(f"{where}: `generation` must be a mapping of generation options")
-    bad = set(generation) - GENERATION_FIELDS
-    if bad:
-        raise UsageError(f"{where}: unknown generation key(s) {', '.join(sorted(map(_key, bad)))}")
-    fields = {k: v for k, v in entry.items() if k != "generation"}
+    sections = {}
+    for section, cls in SECTIONS.items():
+        values = sections[section] = entry.get(section) or {}
+        if not isinstance(values, dict):
+            raise UsageError(f"{where}: `{section}` must be a mapping of {section} options")
+        bad = set(values) - {f.name for f in dataclasses.fields(cls)}
+        if bad:
+            raise UsageError(f"{where}: unknown {section} key(s) {', '.join(sorted(map(_key, bad)))}")
+        _check_types(f"{where}.{section}", cls, values)
+    fields = {k: v for k, v in entry.items() if k not in SECTIONS}
     if isinstance(fields["tasks"], str):
         fields["tasks"] = [t.strip() for t in fields["tasks"].split(",") if t.strip()]
     _check_types(where, RunConfig, fields)
-    _check_types(f"{where}.generation", GenerationArgs, generation)
-    config = RunConfig.from_dict({**fields, "generation": generation})
+    config = RunConfig.from_dict({**fields, **sections})
     if config.output_dir is None and runs_dir is not None:
         config = dataclasses.replace(config, output_dir=str(runs_dir / config.run_id))
     return config

@@ -2,17 +2,19 @@
 their cause, a sortable table (click a header) of each task's primary metric with its 95% interval
 and the number of problems it covers, the changes since the previous night (metrics, and the
 problems that flipped), per task a trend over the nights in history/ and tonight's bars with error
-bars, and per model its paired comparisons (codeeval/reporting/paired_page.py).
+bars, per classification task each model's confusion matrix as a heat map
+(codeeval/reporting/charts.py), and per model its paired comparisons
+(codeeval/reporting/paired_page.py).
 Self-contained (inline CSS, JS and SVG, codeeval/reporting/charts.py): it opens from a
 file, on a machine with no network, and can be served by any static web server (the links to the
 samples' Parquet files are relative: samples/ sits beside index.html)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from codeeval.core.results import LeaderboardRow
-from codeeval.reporting.charts import bars, trend
+from codeeval.reporting.charts import MATRIX_STYLE, Confusion, bars, confusion_section, trend
 from codeeval.reporting.charts import esc as _esc
 from codeeval.reporting.paired import Paired
 from codeeval.reporting.paired_page import flips_table, sections
@@ -159,10 +161,11 @@ def _trends(tasks: list[str], metric_of: dict, history: list[tuple[str, list[Lea
 
 def render(rows: list[LeaderboardRow], updated: str, delta: list[dict], previous_date: Optional[str],
            failed: dict[str, str], history: list[tuple[str, list[LeaderboardRow]]],
-           paired: Sequence[Paired] = ()) -> str:
+           paired: Sequence[Paired] = (), matrices: Optional[Mapping[str, Mapping[str, Confusion]]] = None) -> str:
     """rows: the leaderboard's long rows (codeeval/core/results.py LeaderboardRow); updated: tonight's
     date (the first word) and time; history: (night, rows) of every night kept, tonight's included;
-    paired: tonight's comparisons (paired.compare_nights)."""
+    paired: tonight's comparisons (paired.compare_nights); matrices: model -> task -> tonight's
+    confusion matrix (charts.confusions_of), of the models that ran tonight (a failed one's are left out)."""
     date = updated.split()[0]
     tasks = list(dict.fromkeys(r.task for r in rows if r.primary))
     metric_of = {r.task: r.metric for r in rows if r.primary and r.metric}
@@ -173,13 +176,16 @@ def render(rows: list[LeaderboardRow], updated: str, delta: list[dict], previous
             ci = (r.ci95_low, r.ci95_high) if r.ci95_low is not None else None
             by_task[r.task].append((r.model, r.value, ci))
     charts = "".join(bars(t, metric_of.get(t) or "", by_task[t]) for t in tasks if by_task[t])
+    tonight = {m: per_task for m, per_task in (matrices or {}).items() if m not in failed}
+    confusions = confusion_section(tasks, tonight)
+    style = STYLE + (MATRIX_STYLE if confusions else "")  # a page without a matrix: as it was before them
     return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>codeeval leaderboard {_esc(date)}</title>'
-            f'<style>{STYLE}</style></head><body><h1>codeeval leaderboard</h1><p>Updated {_esc(updated)}; '
+            f'<style>{style}</style></head><body><h1>codeeval leaderboard</h1><p>Updated {_esc(updated)}; '
             f'{len(models)} models, {len(tasks)} tasks; each score with its 95% interval over problems '
             f'(docs/statistics.md) and the number of problems it covers. '
             f'Click a column header to sort.</p>{_failures(failed)}{_table(rows, tasks, metric_of, date)}'
             f'{_changes(delta, previous_date)}{flips_table(paired, previous_date)}'
             f'<h2>Trend per task</h2><div class="charts">'
             f'{_trends(tasks, metric_of, history)}</div><h2>Tonight per task</h2><div class="charts">{charts}</div>'
-            f'{sections(paired, models if paired else [], failed)}'
+            f'{confusions}{sections(paired, models if paired else [], failed)}'
             f'<script>{SCRIPT}</script></body></html>\n')

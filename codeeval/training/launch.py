@@ -3,8 +3,9 @@
 One process (`python -m codeeval.training.worker`), or one per device with the environment that
 `accelerate launch` gives its processes (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT on this host),
 so that the Trainer trains data-parallel: NCCL on GPUs, gloo on CPUs. Each process dies with the
-thread that started it (a killed CLI or worker leaves none behind), in a session of its own (Ctrl-C
-stops the CLI, which then takes them down). Rank 0's progress lines reach `on_event`; each process's
+thread that started it (a killed CLI or worker leaves none behind) and stays in its process group
+(Ctrl-C in the terminal stops it at once, as it stops `accelerate launch`'s processes; the CLI itself
+may take a few seconds more). Rank 0's progress lines reach `on_event`; each process's
 stderr goes to `worker-<rank>.log` beside the job, whose last line is the error a failure reports.
 """
 from __future__ import annotations
@@ -98,7 +99,7 @@ def run(job_path: Path, world: int, on_event: Callable[[dict], None]) -> None:
                 procs.append(subprocess.Popen(
                     [sys.executable, "-m", "codeeval.training.worker", str(job_path)],
                     env=environment(rank, world, port), stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE if rank == 0 else log, stderr=log, start_new_session=True,
+                    stdout=subprocess.PIPE if rank == 0 else log, stderr=log,
                     preexec_fn=lambda: _die_with_parent(parent)))
         threading.Thread(target=_stop_all_if_one_fails, args=(procs,), daemon=True).start()
         for line in procs[0].stdout:
