@@ -2,7 +2,8 @@
 and has no changes; on the third a model's replayed file changes in place, so that some problems
 flip each way, and a model fails to load), and its HTML page opened in headless Chromium (Debian's
 package), its screenshot kept in .cache/screenshots: intervals, problem counts, error bars, the
-flipped problems and the paired comparisons with their links to the samples' Parquet files."""
+flipped problems, the paired comparisons with their links to the samples' Parquet files, and the
+confusion matrices of a model's classification tasks (the oracle on the test fixtures)."""
 from __future__ import annotations
 
 import gzip
@@ -13,6 +14,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -20,7 +22,10 @@ import pytest
 
 from codeeval.core.errors import RunFailed, UsageError
 
+REPO = Path(__file__).resolve().parents[1]
+CLASSIFICATION = REPO / "tests" / "fixtures" / "classification"  # the classification tasks' small data sets
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+WINDOW = (1400, 3600)  # the page's screenshot: width, height
 
 
 def latest_artifact(key: str):
@@ -52,6 +57,11 @@ models:
     backend: reference
     limit: 2
     tasks: [humaneval]
+  - model: classifier-oracle
+    backend: reference
+    data_dir: {classification}
+    limit: null
+    tasks: [codecomplex, codeclone]
 """
 BROKEN = """  - model: {broken}
     tasks: [humaneval]
@@ -93,8 +103,9 @@ def replayed(path: Path, solutions: list[str], right: set[int]) -> None:
 
 @pytest.fixture(scope="module")
 def nights(prefect_api, data_dir, tmp_path_factory):
-    """Three models (the reference solutions on two tasks; saved generations right on HumanEval/3
-    only; the reference solutions on 2 problems instead of 4), two nights in a row; on the third
+    """Four models (the reference solutions on two tasks; saved generations right on HumanEval/3
+    only; the reference solutions on 2 problems instead of 4; the gold labels on two classification
+    tasks' fixtures, whole), two nights in a row; on the third
     night the weak model's file, at the same path (the same run directory, its shards rewritten),
     is right on HumanEval/0 and /1 only, and a model that fails to load joins."""
     from codeeval.flows.nightly import nightly_leaderboard
@@ -105,7 +116,7 @@ def nights(prefect_api, data_dir, tmp_path_factory):
     saved = tmp / "weak.jsonl"
     replayed(saved, solutions, {3})
     models = tmp / "models.yaml"
-    models.write_text(MODELS.format(data_dir=data_dir, saved=saved))
+    models.write_text(MODELS.format(data_dir=data_dir, saved=saved, classification=CLASSIFICATION))
     args = dict(models_file=str(models), output_dir=str(tmp / "board"), runs_dir=str(tmp / "runs"))
     first = nightly_leaderboard(**args)
     first_changes = latest_artifact("leaderboard-changes").data
@@ -115,7 +126,8 @@ def nights(prefect_api, data_dir, tmp_path_factory):
     broken = tmp / "broken-model"
     broken.mkdir()
     (broken / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
-    models.write_text(MODELS.format(data_dir=data_dir, saved=saved) + BROKEN.format(broken=broken))
+    models.write_text(MODELS.format(data_dir=data_dir, saved=saved, classification=CLASSIFICATION)
+                      + BROKEN.format(broken=broken))
     with pytest.raises(RunFailed) as third:
         nightly_leaderboard(**args)
     return tmp, first, first_changes, second, str(third.value), latest_artifact("leaderboard-changes").data
@@ -126,11 +138,15 @@ def test_the_first_night_writes_the_leaderboard(nights):
     rows = pq.read_table(sorted((tmp / "board" / "history").glob("*.parquet"))[0]).to_pylist()
     primary = {(r["model"], r["task"]): (r["value"], r["problems"]) for r in rows if r["primary"]}
     assert primary == {("reference", "humaneval"): (1.0, 4), ("reference", "mbpp"): (1.0, 4),
-                       ("weak-model", "humaneval"): (0.25, 4), ("oracle-subset", "humaneval"): (1.0, 2)}
-    assert {r["metric"] for r in rows} == {"pass@1"}
+                       ("weak-model", "humaneval"): (0.25, 4), ("oracle-subset", "humaneval"): (1.0, 2),
+                       ("classifier-oracle", "codecomplex"): (1.0, 8), ("classifier-oracle", "codeclone"): (1.0, 16)}
+    assert {r["metric"] for r in rows if r["model"] != "classifier-oracle"} == {"pass@1"}
+    # a classification task's numbers are rows (accuracy the primary one); its matrix is the page's
+    assert {(r["task"], r["metric"], r["primary"]) for r in rows if r["model"] == "classifier-oracle"} == {
+        (t, m, m == "accuracy") for t in ("codecomplex", "codeclone") for m in ("accuracy", "macro_f1")}
     assert all(r["run_id"] and re.fullmatch(r"\d{4}-\d\d-\d\d", r["date"]) and r["error"] is None for r in rows)
     assert first["reused"]["reference"]["humaneval"] == {"generate": [0, 2], "execute": [0, 2]}
-    assert "4 changes (no previous leaderboard)" in first_changes
+    assert "8 changes (no previous leaderboard)" in first_changes
     assert "| weak-model | humaneval | pass@1 | - | 0.2500 | new |" in first_changes
     assert "flipped" not in first_changes  # no previous night to flip from
 
@@ -164,11 +180,11 @@ def test_the_second_night_recomputes_nothing_and_has_no_changes(nights):
     assert second["changes"] == []
     assert second["flips"] == {m: {t: {"pass_to_fail": [], "fail_to_pass": []} for t in tasks}
                                for m, tasks in (("reference", ("humaneval", "mbpp")), ("weak-model", ("humaneval",)),
-                                                ("oracle-subset", ("humaneval",)))}
+                                                ("oracle-subset", ("humaneval",)),
+                                                ("classifier-oracle", ("codecomplex", "codeclone")))}
     for model, tasks in second["reused"].items():
-        for task, counts in tasks.items():
-            assert counts["generate"][0] == counts["generate"][1] and counts["execute"][0] == counts["execute"][1], \
-                (model, task, counts)
+        for task, counts in tasks.items():  # generate and execute; a classification task's train and predict
+            assert len(counts) == 2 and all(done == every for done, every in counts.values()), (model, task, counts)
 
 
 def test_every_night_keeps_its_own_history_file_and_its_own_run_name(nights):
@@ -178,9 +194,10 @@ def test_every_night_keeps_its_own_history_file_and_its_own_run_name(nights):
     history = sorted((tmp / "board" / "history").glob("leaderboard-*.parquet"))
     assert len(history) == 3, history
     assert all(re.fullmatch(r"leaderboard-\d{4}-\d\d-\d\dT\d{6}Z(-\d+)?\.parquet", p.name) for p in history)
-    assert [len(pq.read_table(p)) for p in history] == [4, 4, 5]  # the third: the failed model's empty row
+    # 4 pass@1 rows and the classification tasks' accuracy and macro_f1; the third: the failed model's empty row
+    assert [len(pq.read_table(p)) for p in history] == [8, 8, 9]
     copies = sorted(p.relative_to(tmp / "board" / "samples").parts[0] for p in (tmp / "board" / "samples").glob("*/*"))
-    assert copies == sorted(p.stem[len("leaderboard-"):] for p in history for _ in range(3))
+    assert copies == sorted(p.stem[len("leaderboard-"):] for p in history for _ in range(4))
     names = flow_run_names()
     assert len(names) == len(set(names)) >= 3, names
     assert all(re.fullmatch(r"nightly-models-\d{4}-\d\d-\d\dT\d{6}Z-[0-9a-f]{8}", n) for n in names), names
@@ -188,7 +205,8 @@ def test_every_night_keeps_its_own_history_file_and_its_own_run_name(nights):
     links = night_links()
     assert links and all(link == run for link, run in links), links
     assert {re.sub(r"-[0-9a-f]{6}$", "", link) for link, _ in links} == {
-        "reference-humaneval-mbpp", "weak-model-humaneval", "oracle-subset-humaneval", "broken-model-humaneval"}, links
+        "reference-humaneval-mbpp", "weak-model-humaneval", "oracle-subset-humaneval", "broken-model-humaneval",
+        "classifier-oracle-codecomplex-codeclone"}, links
 
 
 def test_a_failed_model_is_on_the_leaderboard_with_its_whole_root_cause(nights):
@@ -200,7 +218,7 @@ def test_a_failed_model_is_on_the_leaderboard_with_its_whole_root_cause(nights):
         flat = " ".join(text.split())
         assert f"{broken}" in flat and CAUSE in flat, text
         assert "sentencepiece or tiktoken installed" in flat and "no-such-architecture" in flat, text
-    assert message.startswith(f"1 of 4 models failed: {broken}; tonight's scores:\n")
+    assert message.startswith(f"1 of 5 models failed: {broken}; tonight's scores:\n")
     # the night's log ends with it (--watch): every model's scores, or its cause
     assert re.search(r"^weak-model\n  humaneval +pass@1 = 0\.5000 ± 0\.\d{4} \(4 problems\)$", message, re.M), message
     assert re.search(f"^{re.escape(broken)}: failed\n  \\d+ shards failed \\(", message, re.M), message
@@ -212,7 +230,8 @@ def test_a_failed_model_is_on_the_leaderboard_with_its_whole_root_cause(nights):
     rows = pq.read_table(tmp / "board" / "leaderboard.parquet").to_pylist()
     assert {(r["model"], r["task"], r["value"]) for r in rows if r["primary"]} == {
         ("reference", "humaneval", 1.0), ("reference", "mbpp", 1.0), ("weak-model", "humaneval", 0.5),
-        ("oracle-subset", "humaneval", 1.0), (broken, "humaneval", None)}
+        ("oracle-subset", "humaneval", 1.0), (broken, "humaneval", None), ("classifier-oracle", "codecomplex", 1.0),
+        ("classifier-oracle", "codeclone", 1.0)}
 
 
 def test_the_changes_list_the_problems_that_flipped_since_the_previous_night(nights):
@@ -278,14 +297,15 @@ def test_the_leaderboard_page_in_headless_chromium(nights, tmp_path):
     """The page after the third night as a browser renders it (its script ran): the failed model
     with its whole cause, every score with its 95% interval and problem count, the changes and the
     flipped problems as HTML tables, a trend over the three nights per task, bars with error bars,
-    the paired comparisons (the one refused for another problem set says why), sorting; its
-    screenshot kept (.cache/screenshots/leaderboard.png)."""
+    the paired comparisons (the one refused for another problem set says why), the confusion
+    matrices of the classification tasks, sorting; its screenshot kept (.cache/screenshots/leaderboard.png),
+    the matrices inside it."""
     from team_server import keep_screenshot
 
     board = nights[0] / "board" / "index.html"
     broken = str(nights[0] / "broken-model")
     shot = tmp_path / "leaderboard.png"
-    chromium(f"--screenshot={shot}", "--window-size=1400,3000", board.as_uri(), cwd=tmp_path)
+    chromium(f"--screenshot={shot}", f"--window-size={WINDOW[0]},{WINDOW[1]}", board.as_uri(), cwd=tmp_path)
     assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     keep_screenshot(shot)
 
@@ -293,12 +313,15 @@ def test_the_leaderboard_page_in_headless_chromium(nights, tmp_path):
     body = dom[dom.index("<tbody>"):dom.index("</tbody>")]
     row = r'<tr(?: class="failed")?><td>([^<]+)</td>'
     # sorted by humaneval pass@1, ascending, by the page's script: the failed model first
-    assert re.findall(row, body) == [f"{broken} (failed)", "weak-model", "reference", "oracle-subset"]
+    # (a model without a humaneval score, or failed on it, sorts as -1: the two keep their order)
+    assert re.findall(row, body) == ["classifier-oracle", f"{broken} (failed)", "weak-model", "reference",
+                                     "oracle-subset"]
     assert 'data-order="asc"' in dom
     scores = re.findall(r'<td data-value="([^"]+)" data-problems="(\d+)"[^>]*>[0-9.]+<span class="ci">'
                         r'\[([0-9.]+), ([0-9.]+)\]</span><span class="problems">(\d+) problems</span></td>', body)
-    assert sorted(scores) == [("0.5", "4", "0.0000", "1.0000", "4"), ("1", "2", "1.0000", "1.0000", "2"),
-                              ("1", "4", "1.0000", "1.0000", "4"), ("1", "4", "1.0000", "1.0000", "4")]
+    assert sorted(scores) == [("0.5", "4", "0.0000", "1.0000", "4"), ("1", "16", "1.0000", "1.0000", "16"),
+                              ("1", "2", "1.0000", "1.0000", "2"), ("1", "4", "1.0000", "1.0000", "4"),
+                              ("1", "4", "1.0000", "1.0000", "4"), ("1", "8", "1.0000", "1.0000", "8")]
     assert "standard error 0.2887 (closed form over problems)" in dom  # the weak model's cell's tooltip
     assert '<td class="failed-cell" data-value="-1"' in body
 
@@ -324,14 +347,22 @@ def test_the_leaderboard_page_in_headless_chromium(nights, tmp_path):
     assert reference[:reference.index("</tr>")].count("<td>none</td>") == 2  # no flips: no colour
 
     trends = re.findall(r'<div class="chart trend" data-task="([^"]+)" data-nights="(\d+)">', dom)
-    assert trends == [("humaneval", "3"), ("mbpp", "3")]
+    assert trends == [("humaneval", "3"), ("mbpp", "3"), ("codecomplex", "3"), ("codeclone", "3")]
     series = dict(re.findall(r'<g class="series" data-model="([^"]+)" data-values="([^"]*)">', dom))
     assert series["weak-model"] == "0.25,0.25,0.5" and series["reference"] == "1,1,1"
     assert series[broken] == ",,"  # no value: no point, no line
     bars = re.findall(r'<rect class="bar" data-model="([^"]+)" data-value="([^"]+)"', dom)
-    assert bars == [("reference", "1"), ("weak-model", "0.5"), ("oracle-subset", "1"), ("reference", "1")]
+    assert bars == [("reference", "1"), ("weak-model", "0.5"), ("oracle-subset", "1"), ("reference", "1"),
+                    ("classifier-oracle", "1"), ("classifier-oracle", "1")]
     errorbars = re.findall(r'<g class="errorbar" data-model="([^"]+)" data-ci="([^"]+)">', dom)
-    assert errorbars == [("reference", "1,1"), ("weak-model", "0,1"), ("oracle-subset", "1,1"), ("reference", "1,1")]
+    assert errorbars == [("reference", "1,1"), ("weak-model", "0,1"), ("oracle-subset", "1,1"), ("reference", "1,1"),
+                         ("classifier-oracle", "1,1"), ("classifier-oracle", "1,1")]
+    assert_confusion_matrices(dom, board.parent)
+    boxes = layout(board, ".chart.matrix", tmp_path)  # the screenshot's window holds every matrix whole
+    assert {(task, model) for task, model, *_ in boxes} == {("codecomplex", "classifier-oracle"),
+                                                            ("codeclone", "classifier-oracle")}
+    for task, model, left, top, right, bottom in boxes:
+        assert 0 <= left < right <= WINDOW[0] and 0 <= top < bottom <= WINDOW[1], (task, model, top, bottom)
 
     paired = paired_rows(dom)
     # against its previous night: b = 1 (HumanEval/3), c = 2: p = 2 P(X <= 1), X ~ Bin(3, 1/2) = 1
@@ -354,7 +385,130 @@ def test_the_leaderboard_page_in_headless_chromium(nights, tmp_path):
     assert "failed tonight: nothing to compare" in dom
     dom = chromium("--dump-dom", board.as_uri() + "#sort=1-desc", cwd=tmp_path)
     body = dom[dom.index("<tbody>"):dom.index("</tbody>")]
-    assert re.findall(row, body) == ["reference", "oracle-subset", "weak-model", f"{broken} (failed)"]
+    assert re.findall(row, body) == ["reference", "oracle-subset", "weak-model", "classifier-oracle",
+                                     f"{broken} (failed)"]
+
+
+def gold_counts(board: Path, task: str) -> Counter:
+    """Tonight's test records of the oracle's classification task per true class, read from its
+    problems (each record's label), not from its scores."""
+    from codeeval.benchmarks.classification import SOURCES
+
+    (row,) = [r for r in pq.read_table(board / "leaderboard.parquet").to_pylist()
+              if r["model"] == "classifier-oracle" and r["task"] == task and r["primary"]]
+    problems = pq.read_table(board / row["samples"] / task / "problems.parquet").to_pylist()
+    return Counter(SOURCES[task].label(json.loads(p["record"]), p["task_id"]) for p in problems)
+
+
+def matrix_cells(chart: str) -> dict:
+    """(true class, predicted class) -> (the count the cell shows, its share of its row) of one matrix."""
+    cells = re.findall(r'<rect class="cell[^"]*" data-true="([^"]*)" data-predicted="([^"]*)" data-count="(\d+)" '
+                       r'data-share="([^"]+)"[^>]*><title>[^<]*</title></rect><text class="count"[^>]*>(\d+)</text>',
+                       chart)
+    assert all(count == shown for *_, count, _, shown in cells), cells  # the number drawn is the cell's
+    return {(html.unescape(t), html.unescape(p)): (int(n), float(share)) for t, p, n, share, _ in cells}
+
+
+def assert_confusion_matrices(dom: str, board: Path) -> None:
+    """After the per-task charts, a matrix per classification task of the model that ran it (none
+    for the other tasks, none for the failed model): its title, accuracy, class names on both axes,
+    and, the oracle's, each class's test records on the diagonal and 0 elsewhere."""
+    from codeeval.benchmarks.classification import BINARY, COMPLEXITIES
+
+    assert dom.index("<h2>Tonight per task</h2>") < dom.index('<h2 id="confusion">Confusion matrices</h2>') < dom.index(
+        '<section class="paired"')
+    charts = re.findall(r'<div class="chart matrix" data-task="([^"]+)" data-model="([^"]+)">(.*?)</svg></div>',
+                        dom, re.S)
+    assert [(task, model) for task, model, _ in charts] == [("codecomplex", "classifier-oracle"),
+                                                           ("codeclone", "classifier-oracle")]
+    for task, model, chart in charts:
+        classes = COMPLEXITIES if task == "codecomplex" else BINARY
+        gold = gold_counts(board, task)
+        records = sum(gold.values())
+        assert f"<h3>{task}: {model}</h3>" in chart and f"accuracy 1.0000 ({records} of {records} right)" in chart
+        assert re.findall(r'<text class="predicted"[^>]*>([^<]+)</text>', chart) == list(classes)
+        assert re.findall(r'<text class="true"[^>]*>([^<]+)</text>', chart) == list(classes)
+        assert matrix_cells(chart) == {(t, p): (gold[t] if t == p else 0, float(t == p and gold[t] > 0))
+                                       for t in classes for p in classes}
+        assert re.findall(r'<text class="total"[^>]*>(\d+)</text>', chart) == [str(gold[c]) for c in classes]
+    assert records == 16 and set(gold.values()) == {8}  # codeclone's fixture: 8 clones, 8 not
+
+
+
+def layout(page: Path, selector: str, tmp: Path) -> list[list]:
+    """[data-task, data-model, left, top, right, bottom] of each element the selector finds, as
+    Chromium lays the page out in the screenshot's window (a copy of the page with a probe script)."""
+    probe = tmp / "probe.html"
+    probe.write_text(page.read_text().replace("</body>", (
+        "<script>document.body.dataset.layout = JSON.stringify(Array.from(document.querySelectorAll("
+        f"{json.dumps(selector)})).map(e => {{ const r = e.getBoundingClientRect(); return [e.dataset.task, "
+        "e.dataset.model, r.left, r.top, r.right, r.bottom]; }));</script></body>")))
+    dom = chromium("--dump-dom", f"--window-size={WINDOW[0]},{WINDOW[1]}", probe.as_uri(), cwd=tmp)
+    return json.loads(html.unescape(re.search(r'data-layout="([^"]*)"', dom).group(1)))
+
+
+def test_a_confusion_matrix_is_a_heat_map_of_its_counts():
+    """By hand: a 2x2 and a 7x7 matrix drawn with every count, each cell shaded by its share of its
+    row (darker for a larger share; green on the diagonal, red off it; grey for a class with no
+    records), the class names on both axes and every text escaped; a task with no matrix, or a
+    malformed one, draws nothing."""
+    from codeeval.benchmarks.classification import COMPLEXITIES
+    from codeeval.reporting.matrix import EMPTY, Confusion, confusion_of, confusions_of, heatmap
+
+    two = heatmap("codeclone", "m", Confusion(("false", "true"), ((3, 1), (2, 6)), 0.75))
+    assert "<h3>codeclone: m</h3>" in two and "accuracy 0.7500 (9 of 12 right)" in two
+    assert matrix_cells(two) == {("false", "false"): (3, 0.75), ("false", "true"): (1, 0.25),
+                                 ("true", "false"): (2, 0.25), ("true", "true"): (6, 0.75)}
+    fills = dict(re.findall(r'data-true="([^"]+)" data-predicted="[^"]+" data-count="(\d+)"[^>]*fill="([^"]+)"',
+                            two)[i][1:] for i in range(4))
+    assert fills["3"] == fills["6"] and fills["1"] == fills["2"]  # the same share, the same shade
+    def lightness(fill: str) -> int:
+        return sum(int(fill[k:k + 2], 16) for k in (1, 3, 5))
+    assert lightness(fills["3"]) < lightness(fills["1"])  # 3 of 4 darker than 1 of 4
+    assert fills["3"][1:3] < fills["3"][3:5] and fills["1"][1:3] > fills["1"][3:5]  # green right, red wrong
+
+    classes = (*COMPLEXITIES[:-1], '<np> & "co"')
+    counts = tuple(tuple((5 if i == j else 1) * (i != 1) for j in range(7)) for i in range(7))  # linear: no records
+    seven = heatmap("codecomplex", "<script>alert(1)</script>", Confusion(classes, counts, None))
+    assert "<script>" not in seven and "<np>" not in seven and "&lt;script&gt;alert(1)&lt;/script&gt;" in seven
+    for axis in ("predicted", "true"):  # across the top, down the side
+        assert re.findall(f'<text class="{axis}"[^>]*>([^<]+)</text>', seven)[-1] == "&lt;np&gt; &amp; &quot;co&quot;"
+    cells = matrix_cells(seven)
+    assert len(cells) == 49 and sum(n for n, _ in cells.values()) == 6 * 11
+    for (true, predicted), (count, share) in cells.items():  # each cell its share of its row (of 11, or of 0)
+        assert count == counts[classes.index(true)][classes.index(predicted)]
+        assert share == pytest.approx(count / 11 if true != "linear" else 0.0, abs=1e-4), (true, predicted)
+    assert cells["linear", "linear"] == (0, 0.0) and seven.count(f'fill="{EMPTY}"') == 7  # the empty row
+    assert "accuracy 0.4545 (30 of 66 right)" in seven  # none reported: the diagonal's share
+    assert re.findall(r'<text class="total"[^>]*>(\d+)</text>', seven) == ["11", "0", "11", "11", "11", "11", "11"]
+
+    assert confusions_of({"humaneval": {"pass@1": 1.0}, "codeclone": {
+        "accuracy": 0.5, "macro_f1": 0.3, "confusion_matrix": [[1, 1], [1, 1]], "classes": ["false", "true"]}}) == {
+        "codeclone": Confusion(("false", "true"), ((1, 1), (1, 1)), 0.5)}
+    for bad in ({"confusion_matrix": [[1, 1]], "classes": ["a", "b"]}, {"confusion_matrix": [[1]], "classes": [1]},
+                {"confusion_matrix": [[-1]], "classes": ["a"]}, {"classes": ["a"]}, [1, 2]):
+        assert confusion_of(bad) is None, bad
+
+
+def test_the_page_draws_the_matrices_of_the_models_that_ran_tonight():
+    """page.render: the section after the per-task charts, per task each model's matrix; a model
+    that failed tonight draws none; a page with no matrix has neither the section nor its style (it
+    is the page it was before the classification tasks: tests/test_results.py)."""
+    from codeeval.core.results import LeaderboardRow
+    from codeeval.reporting.charts import MATRIX_STYLE, Confusion
+    from codeeval.reporting.page import render
+
+    rows = [LeaderboardRow(model=m, task="codeclone", metric="accuracy", value=v, primary=True, problems=4,
+                           run_id="r", date="2026-11-24", error=e) for m, v, e in (("a", 0.5, None), ("b", None, "x"))]
+    matrix = {"codeclone": Confusion(("false", "true"), ((1, 1), (1, 1)), 0.5)}
+    history = [("2026-11-24T195000Z", rows)]
+    page = render(rows, "2026-11-24 19:50 UTC", [], None, {"b": "x"}, history, matrices={"a": matrix, "b": matrix})
+    assert MATRIX_STYLE in page and page.index("<h2>Tonight per task</h2>") < page.index("Confusion matrices")
+    assert re.findall(r'<div class="chart matrix" data-task="([^"]+)" data-model="([^"]+)">', page) == [
+        ("codeclone", "a")]
+    for plain in (render(rows, "2026-11-24 19:50 UTC", [], None, {}, history),
+                  render(rows, "2026-11-24 19:50 UTC", [], None, {"b": "x"}, history, matrices={"b": matrix})):
+        assert "Confusion matrices" not in plain and ".matrix" not in plain
 
 
 def paired_rows(dom: str) -> dict:

@@ -10,7 +10,7 @@ codeeval/reporting/paired.py). A model whose run fails keeps its previous rows
 (their date says how old they are), carries its root cause (every failed shard's) on the page,
 in the table and in the changes, and fails the flow run once the page is written, so the UI
 shows it red while the leaderboard stays complete. The page also draws tonight's confusion matrix of
-each model on each classification task (codeeval/reporting/charts.py), from the results in hand.
+each model on each classification task (codeeval/reporting/matrix.py), from the results in hand.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from codeeval.flows.evaluate import evaluate
 from codeeval.flows.guard import enforce, worker_policy
 from codeeval.pipeline.plan import check
 from codeeval.pipeline.policy import nightly_request
-from codeeval.reporting import charts, nightly, page, paired
+from codeeval.reporting import charts, matrix, nightly, page, paired
 
 
 def _run_name() -> str:
@@ -57,7 +57,7 @@ def nightly_leaderboard(models_file: str, output_dir: Optional[str] = None, runs
     rows: list[LeaderboardRow] = []
     reused: dict[str, dict] = {}
     failed: dict[str, str] = {}
-    matrices: dict[str, dict[str, charts.Confusion]] = {}  # model -> task -> tonight's confusion matrix
+    matrices: dict[str, dict[str, matrix.Confusion]] = {}  # model -> task -> tonight's confusion matrix
     for i, config in enumerate(configs, 1):  # a line as each model starts and ends: a night's progress
         log.info("model %d of %d: %s on %s", i, len(configs), config.model, ", ".join(config.tasks))
         try:
@@ -77,7 +77,7 @@ def nightly_leaderboard(models_file: str, output_dir: Optional[str] = None, runs
         rows += mine
         log.info("model %d of %d done: %s", i, len(configs), nightly.scores_text([config.model], mine, {}).strip())
         reused[config.model] = {task: reuse_json(detail.reused) for task, detail in results.tasks.items()}
-        if confusions := charts.confusions_of(results.metrics):  # the classification tasks' (the page draws them)
+        if confusions := matrix.confusions_of(results.metrics):  # the classification tasks' (the page draws them)
             matrices[config.model] = confusions
 
     delta = nightly.changes(previous, rows)

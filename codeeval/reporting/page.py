@@ -3,7 +3,7 @@ their cause, a sortable table (click a header) of each task's primary metric wit
 and the number of problems it covers, the changes since the previous night (metrics, and the
 problems that flipped), per task a trend over the nights in history/ and tonight's bars with error
 bars, per classification task each model's confusion matrix as a heat map
-(codeeval/reporting/charts.py), and per model its paired comparisons
+(codeeval/reporting/matrix.py), and per model its paired comparisons
 (codeeval/reporting/paired_page.py).
 Self-contained (inline CSS, JS and SVG, codeeval/reporting/charts.py): it opens from a
 file, on a machine with no network, and can be served by any static web server (the links to the
@@ -14,8 +14,9 @@ from collections import defaultdict
 from typing import Mapping, Optional, Sequence
 
 from codeeval.core.results import LeaderboardRow
-from codeeval.reporting.charts import MATRIX_STYLE, Confusion, bars, confusion_section, trend
+from codeeval.reporting.charts import bars, trend
 from codeeval.reporting.charts import esc as _esc
+from codeeval.reporting.matrix import MATRIX_STYLE, Confusion, confusion_section
 from codeeval.reporting.paired import Paired
 from codeeval.reporting.paired_page import flips_table, sections
 
@@ -165,7 +166,7 @@ def render(rows: list[LeaderboardRow], updated: str, delta: list[dict], previous
     """rows: the leaderboard's long rows (codeeval/core/results.py LeaderboardRow); updated: tonight's
     date (the first word) and time; history: (night, rows) of every night kept, tonight's included;
     paired: tonight's comparisons (paired.compare_nights); matrices: model -> task -> tonight's
-    confusion matrix (charts.confusions_of), of the models that ran tonight (a failed one's are left out)."""
+    confusion matrix (matrix.confusions_of), of the models that ran tonight (a failed one's are left out)."""
     date = updated.split()[0]
     tasks = list(dict.fromkeys(r.task for r in rows if r.primary))
     metric_of = {r.task: r.metric for r in rows if r.primary and r.metric}
