@@ -13,6 +13,9 @@
 #      for SmolLM2 (one run: greedy, each family's own prompt without a chat template,
 #      $SLICE_MAX_NEW_TOKENS (128) new tokens); the oracle's 1.0 on BLEU and CodeSemBench shows the
 #      scoring's shape, not a model;
+#   5. the classification tasks (CodeComplex, CodeClone, CodeDefect: their test fixtures), fine-tuned
+#      and scored: the oracle, then SmolLM2 trained one epoch on a slice ($CLASSIFY_TRAIN training
+#      records, $CLASSIFY_TEST test records of each; its HF directory, made once from the GGUF file);
 # then the leaderboard of 1-3 (`codeeval leaderboard`) and every score of the demo with its standard
 # error, 95% interval and number of problems, one line each. Every run goes through
 # the whole flow (generation, execution in the Docker sandbox, scoring); a re-run reuses them.
@@ -24,6 +27,8 @@ data_dir="${DATA_DIR:-../shared/data}"
 smol_n="${SMOLLM2_PROBLEMS:-30}"
 slice_n="${SLICE_PROBLEMS:-2}"
 slice_tokens="${SLICE_MAX_NEW_TOKENS:-128}"
+classify_train="${CLASSIFY_TRAIN:-12}"
+classify_test="${CLASSIFY_TEST:-6}"
 slices=humanevalplus,mbppplus,pal-gsm8k-greedy,pal-gsmhard-greedy,apps-introductory,ruhumaneval,conala,codesembench,deveval
 # torch's OpenMP threads spin while they wait: on a 2-core machine shared with other jobs (load 4-7)
 # that made SmolLM2's generation 6-8x slower (3 x 32 greedy tokens: 23 s spinning, 3 s passive;
@@ -102,10 +107,21 @@ else
     echo "== 4. skipped: the slices need $data_dir =="
 fi
 
+echo "== 5. the classification tasks, fine-tuned (a slice of each): the oracle, then SmolLM2 for one epoch =="
+t=$SECONDS
+classify=(--tasks codecomplex,codeclone,codedefect --data-dir tests/fixtures/classification --limit "$classify_test")
+"$bin/codeeval" run --model reference "${classify[@]}" --output-dir runs/demo-classify-reference
+smollm2_hf=$("$bin/python" scripts/fetch-smollm2.py --dir "$smollm2" --hf)  # made once (~20 s), then instant
+"$bin/codeeval" run --model "$smollm2_hf" "${classify[@]}" --num_epochs 1 --max_train_samples "$classify_train" \
+    --max_eval_samples "$classify_test" --max_length 256 --output-dir runs/demo-classify-smollm2
+slice_runs+=(runs/demo-classify-reference runs/demo-classify-smollm2)
+took "the classification tasks" "$t"
+
 echo
 echo "== leaderboard =="
 "$bin/codeeval" leaderboard "${runs[@]}"
 echo
-echo "== every score of the demo: its standard error, 95% interval and problems (slices: first $slice_n) =="
+echo "== every score of the demo: its standard error, 95% interval and problems (slices: first $slice_n;" \
+     "classification: $classify_test test records) =="
 "$bin/codeeval" leaderboard --scores "${runs[@]}" "${slice_runs[@]}"
 took "the demo's runs" "$start"

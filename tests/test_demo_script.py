@@ -39,3 +39,15 @@ def test_every_slice_runs_on_the_python_image_from_the_demos_data(data_dir, tmp_
         spec = get_task(name)
         assert spec.execution is None or spec.execution.runtime in PYTHON_RUNTIMES, name
         assert len(spec.load(LoadOptions(tmp_path))) >= n, name
+
+
+def test_the_classification_step_runs_on_the_fixtures():
+    """Step 5's tasks classify, and the fixtures hold enough test records for its slice."""
+    text = DEMO.read_text()
+    tasks = re.search(r"classify=\(--tasks (\S+) --data-dir (\S+)", text)
+    n = int(re.fullmatch(r'"\$\{CLASSIFY_TEST:-(\d+)\}"', setting("classify_test")).group(1))
+    assert tasks and tasks.group(2) == "tests/fixtures/classification"
+    for name in tasks.group(1).split(","):
+        spec = get_task(name)
+        assert spec.classification is not None
+        assert len(spec.load(LoadOptions(REPO / tasks.group(2)))) >= n, name

@@ -62,3 +62,12 @@ def test_the_backend_options_table_is_the_declaration():
     shown = {name: cell for name, cell in re.findall(r"^\| \w+ \| `(\w+)` \| [^|]+ \| ([^|]+) \|", text, re.M)}
     assert (shown["backoff_s"], shown["tensor_parallel_size"], shown["cuda_graph"], shown["stream"]) == (
         "1.0", "1", "yes", "yes"), shown  # a number equal to True is not shown as yes
+
+
+def test_the_training_options_rows_are_the_declaration():
+    """docs/usage.md's rows of the classification tasks' flags are `training.args.markdown()`: an option
+    added, renamed or given another default in codeeval/training/args.py fails here."""
+    from codeeval.training.args import markdown
+
+    assert markdown() in USAGE.read_text(), "docs/usage.md's classification rows are stale: paste " \
+                                             "codeeval.training.args.markdown()"

@@ -205,17 +205,29 @@ def test_two_processes_train_data_parallel_as_one_process_with_their_batches_tog
         [r["predicted"] for r in predictions(two, "codeclone")]
 
 
-def test_smollm2_classifies_at_its_last_token(env, smollm2_dir, tmp_path):
-    """A decoder model (Llama), from its GGUF file: its sequence classifier reads the last non-pad token
-    (pad = eos, as the scripts set it); one epoch on a slice."""
-    gguf = next(smollm2_dir.glob("*.gguf"))
-    out = tmp_path / "run"
-    run(env, str(gguf), out, "--tasks", "codedefect", "--num_epochs", "1", "--max_train_samples", "12",
-        "--max_eval_samples", "6", "--limit", "6", "--max_length", "256")
+def test_the_documented_commands_run_as_written(env, smollm2_dir, tmp_path):
+    """docs/classification.md's block, verbatim, in the checkout (runs under CODEEVAL_STORAGE): the oracle
+    scores 1.0 with a diagonal matrix; SmolLM2 (a Llama, from its GGUF file) reads each record's class at
+    its last non-pad token (pad = eos, as the scripts set it)."""
+    repo = Path(__file__).resolve().parents[1]
+    text = (repo / "docs" / "classification.md").read_text()
+    block = re.search(r"```bash\n(.*?)```", text, re.S).group(1)
+    assert (repo / ".cache" / "models" / "SmolLM2-135M-Instruct") == smollm2_dir  # where `make smollm2` put it
+    storage = tmp_path / "storage"
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=repo, env={**env, "CODEEVAL_STORAGE": str(
+        storage)}, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    oracle, smollm2 = (json.loads(p.read_text()) for p in sorted(storage.glob("*/results.json"),
+                                                                 key=lambda p: "SmolLM2" in p.parent.name))
+    for task, n in (("codecomplex", 8), ("codeclone", 16), ("codedefect", 16)):
+        matrix = oracle[task]["confusion_matrix"]
+        assert oracle[task]["accuracy"] == 1.0 and sum(matrix[i][i] for i in range(len(matrix))) == n
+    (out,) = [p.parent for p in storage.glob("SmolLM2*/results.json")]
     rows = predictions(out, "codedefect")
     assert len(rows) == 6 and len({tuple(r["probabilities"]) for r in rows}) == 6  # each record its own logits
     log, trained = training_log(out, "codedefect")
     assert [r["step"] for r in log] == [2] and trained["train_samples"] == 12
+    assert smollm2["codedefect"]["accuracy"] == sum(r["predicted"] == r["label"] for r in rows) / 6
 
 
 @pytest.mark.parametrize("case", ["label", "split", "model", "sampling"])

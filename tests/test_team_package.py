@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from classifier_models import FIXTURES, ensure_tiny_roberta
 from docker_env import REPO, ensure_images
 from team_server import STOP_S, Server, free_port, start_postgres
 from wheel_env import DOCS_VENV, clean_env, substitute, team_blocks
@@ -81,12 +82,17 @@ def test_the_team_path_from_the_wheel_runs_as_written(installed_wheel, tmp_path,
         (nightly,) = srv.api("/deployments/filter", {"deployments": {"name": {"any_": ["nightly-leaderboard"]}}})
         assert [s["schedule"]["cron"] for s in nightly["schedules"]] == [f"{due.minute} {due.hour} * * *"]
         deployments = srv.api("/deployments/filter", {})
-        assert len(deployments) == 5 and all(d["pull_steps"] == [] for d in deployments), deployments
+        assert len(deployments) == 7 and all(d["pull_steps"] == [] for d in deployments), deployments
         assert nightly["parameters"]["models_file"] == str(shared / "models.yaml")
         starter = shared / "models.yaml"  # written by deploy; the team sets its data_dir, as the file says
         text = starter.read_text()
         assert "- model: reference" in text
-        starter.write_text(re.sub(r"# data_dir: \S+", f"data_dir: {shared / 'data'}", text))
+        # and a classification task, fine-tuned on the gpu pool: a tiny RoBERTa on CodeDefect's fixture
+        tiny = ensure_tiny_roberta(shared / "models" / "tiny-roberta")
+        shutil.copytree(FIXTURES / "codedefect", shared / "data" / "codedefect")
+        classify = {"model": str(tiny), "tasks": ["codedefect"], "limit": 5, "training": {"num_epochs": 1}}
+        starter.write_text(re.sub(r"# data_dir: \S+", f"data_dir: {shared / 'data'}", text)
+                           + f"  - {json.dumps(classify)}\n")
 
         homes = {pool: tmp_path / f"home-{pool}" for pool in ("gpu", "cpu")}
         for pool, home in homes.items():
@@ -102,6 +108,20 @@ def test_the_team_path_from_the_wheel_runs_as_written(installed_wheel, tmp_path,
             shards = srv.flow_runs(name={"any_": [name]})
             assert "COMPLETED" in {s["state_type"] for s in shards}, shards
             assert {s["work_pool_name"] for s in shards} == {"cpu"}, shards  # the reference loads no weights
+
+        # a classification task: trained, then predicted, on the gpu pool (the same run as the nightly's entry)
+        params = {"config": {**classify, "allow_code_execution": True, "data_dir": str(shared / "data")}}
+        done = subprocess.run([venv / "bin" / "prefect", "deployment", "run", "evaluate/evaluate", "--watch",
+                               "--params", json.dumps(params)], cwd=tmp_path, env={**srv.env, **tests_env},
+                              capture_output=True, text=True, timeout=900)
+        said = done.stdout + done.stderr
+        assert done.returncode == 0 and re.search(r"codedefect\s+accuracy=\d\.\d{4} ± \d\.\d{4}\s+macro_f1=", said), \
+            said[-3000:] + (tmp_path / "worker-gpu.log").read_text()[-3000:]
+        assert "reused 0/1 trainings and 0/1 prediction shards" in said, said[-3000:]
+        for name in ("train-codedefect", "predict-codedefect-shard-000"):  # (the nightly's too, if it is due)
+            stages = srv.flow_runs(name={"any_": [name]})
+            assert {(s["work_pool_name"], s["state_type"]) for s in stages} == {("gpu", "COMPLETED")}, stages
+        evaluated = float(re.search(r"codedefect\s+accuracy=(\d\.\d{4})", said).group(1))
 
         # a model that cannot load: generated on the gpu pool, its cause on the terminal
         broken = shared / "broken-model"
@@ -152,7 +172,12 @@ def test_the_team_path_from_the_wheel_runs_as_written(installed_wheel, tmp_path,
         import pyarrow.parquet as pq
 
         rows = pq.read_table(board / "leaderboard.parquet").to_pylist()
-        assert {(r["model"], r["task"], r["value"]) for r in rows if r["primary"]} == {("reference", "humaneval", 1.0)}
+        primary = {(r["model"], r["task"]): r["value"] for r in rows if r["primary"]}
+        assert primary.keys() == {("reference", "humaneval"), (str(tiny), "codedefect")}, primary
+        assert primary["reference", "humaneval"] == 1.0 and round(primary[str(tiny), "codedefect"], 4) == evaluated
+        (night_run,) = {r["run_dir"] for r in rows if r["task"] == "codedefect"}
+        reused = json.loads((Path(night_run) / "results.json").read_text())["codeeval"]["tasks"]["codedefect"]["reused"]
+        assert reused == {"train": [1, 1], "predict": [1, 1]}  # the evaluate run's training, never redone
         assert checkout_image in subprocess.run([codeeval, "images", "tags"], env=clean_env(), cwd=tmp_path,
                                                 capture_output=True, text=True).stdout
 

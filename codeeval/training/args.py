@@ -74,3 +74,12 @@ def kind(option) -> type:
     """The option's value type (int for an Optional[int])."""
     hint = typing.get_type_hints(TrainArgs)[option.name]
     return next(a for a in typing.get_args(hint) if a is not type(None)) if typing.get_args(hint) else hint
+
+
+def markdown() -> str:
+    """docs/usage.md's rows for these options (tests/test_docs_usage.py holds the two equal)."""
+    def shown(value) -> str:
+        return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+    return "\n".join(f"| `--{o.name}` | {shown(o.default)} | classification tasks: {o.metadata['help']} |"
+                     for o in options() if o.name not in SHARED)
