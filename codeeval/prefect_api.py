@@ -35,10 +35,9 @@ from typing import Iterator, Optional
 import tomllib
 
 from codeeval import prefect_compat
-from codeeval.core.processes import PRIVATE_API_ENV
+from codeeval.core.processes import PR_SET_PDEATHSIG, PRIVATE_API_ENV, die_with_parent
 from codeeval.team_server import prefect_home
 
-PR_SET_PDEATHSIG = 1
 SHUTDOWN_LIMIT_S = 10  # a stopping server that has not exited by then is killed (SIGALRM)
 
 # What a one-user temporary server needs; its app is built as Prefect's own temporary server's
@@ -67,13 +66,6 @@ def configured_url() -> Optional[str]:
         return None
     active = os.environ.get("PREFECT_PROFILE") or profiles.get("active", "ephemeral")
     return profiles.get("profiles", {}).get(active, {}).get("PREFECT_API_URL") or None
-
-
-def _die_with_parent(parent: int) -> None:
-    """In the forked child before exec: SIGKILL when the parent thread dies (kept across exec)."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # the parent died before the signal was armed
-        os._exit(1)
 
 
 class TemporaryServer:
@@ -105,7 +97,7 @@ class TemporaryServer:
                 [sys.executable, "-m", "codeeval.prefect_api", str(sock.fileno()), str(detach), *patches],
                 env={**os.environ, **SERVER_ENV}, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
                 pass_fds=(sock.fileno(), detach), start_new_session=True,  # Ctrl-C reaches the CLI only
-                preexec_fn=lambda: _die_with_parent(parent),
+                preexec_fn=lambda: die_with_parent(parent),
             )
         os.close(detach)
         return self

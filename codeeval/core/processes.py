@@ -8,7 +8,9 @@ this way.
 """
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import socket
 from dataclasses import dataclass
 from typing import Optional
@@ -16,6 +18,16 @@ from typing import Optional
 # Set to "1" by the CLI while its private Prefect API server runs (codeeval/prefect_api.py): that
 # server's database is this host's, so every holder of its slots is a process of this host.
 PRIVATE_API_ENV = "CODEEVAL_PRIVATE_API"
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """In a forked child before exec (a Popen's preexec_fn): SIGKILL when the thread that started it
+    dies (kept across exec), so a killed parent leaves no child behind; exits at once when the parent
+    died before the signal was armed."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def boot_id() -> str:

@@ -17,8 +17,15 @@ from prefect import allow_failure, get_run_logger
 from codeeval.benchmarks.registry import get_task
 from codeeval.core.artifacts import RunLayout
 from codeeval.core.contracts import PlannedTask, ShardId
-from codeeval.flows.stages import EXECUTE, PREDICT, TRAIN, deployment_needed, generation_deployment, remote_shard, \
-    use_deployments
+from codeeval.flows.stages import (
+    EXECUTE,
+    PREDICT,
+    TRAIN,
+    deployment_needed,
+    generation_deployment,
+    remote_shard,
+    use_deployments,
+)
 from codeeval.generation import devices
 from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.plan import backend_spec, sandbox_spec

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from codeeval.reporting.charts import esc
+
 # the confusion matrices: px of a cell's side, a label character, an axis title, the n column
 CELL, CHAR_W, AXIS, TOTAL_W = 34, 6.5, 14, 34
 RIGHT, WRONG, EMPTY = (26, 127, 55), (187, 0, 0), "#f2f2f2"  # the diagonal, off the diagonal, a row with no records

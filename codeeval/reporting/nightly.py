@@ -19,9 +19,10 @@ models.yaml:
         tasks: [codecomplex, codeclone, codedefect]
 
 Every key but `generation` and `training` is a RunConfig field (the CLI's option names); `generation`
-holds GenerationArgs fields, `training` TrainArgs fields (codeeval/training/args.py). Each model keeps its run directory where `evaluate` keeps it (under
-CODEEVAL_STORAGE, else runs/: core/storage.py), so a night reuses every shard whose inputs did not
-change and `codeeval inspect <run id>` finds each model's run from any host of the storage.
+holds GenerationArgs fields, `training` TrainArgs fields (codeeval/training/args.py). Each model keeps
+its run directory where `evaluate` keeps it (under CODEEVAL_STORAGE, else runs/: core/storage.py), so
+a night reuses every shard whose inputs did not change and `codeeval inspect <run id>` finds each
+model's run from any host of the storage.
 """
 from __future__ import annotations
 

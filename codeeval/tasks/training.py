@@ -8,6 +8,7 @@ run's storage) carry the key, so a killed one resumes where its last finished ch
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -24,7 +25,6 @@ from codeeval.pipeline.train import predict_rows, train
 from codeeval.tasks.retries import retry_condition
 from codeeval.tasks.shards import _kept, _prefect_key, _reported, _skipped, shard_file
 from codeeval.training.args import TrainArgs
-
 
 EPOCH_FIGURES = (("loss", "loss"), ("eval_loss", "validation loss"), ("eval_accuracy", "validation accuracy"),
                  ("train_eval_accuracy", "training-split accuracy"))
@@ -78,7 +78,7 @@ def train_task(shard: ShardId, run_dir: str, splits: tuple, classes: tuple, back
             rows, trained = train(backend, args, classes, dict(splits), Path(out).parent, cache_key, run_name,
                                   on_event)
         artifacts.write_table(Path(out), rows, artifacts.TRAINING_LOG_SCHEMA, key=cache_key,
-                              extra={artifacts.TRAINED_FIELD: trained.__dict__})
+                              extra={artifacts.TRAINED_FIELD: dataclasses.asdict(trained)})
         if trained.samples_per_second:
             log.info("%s: trained on %d examples in %d process(es), %.1f samples/s", shard.task,
                      trained.train_samples, trained.world_size, trained.samples_per_second)

@@ -99,7 +99,8 @@ def load_trained(model: ModelRef, num_labels: int, checkpoint: Path, frozen: boo
     from safetensors.torch import load_file
 
     classifier = load_model(model, num_labels, freeze=False)
-    base = {f"{classifier.base_model_prefix}.{name}" for name in classifier.base_model.state_dict()} if frozen else set()
+    prefix = classifier.base_model_prefix
+    base = {f"{prefix}.{name}" for name in classifier.base_model.state_dict()} if frozen else set()
     index = checkpoint / "model.safetensors.index.json"
     if index.is_file():
         import json

@@ -10,10 +10,8 @@ stderr goes to `worker-<rank>.log` beside the job, whose last line is the error 
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -22,8 +20,8 @@ from pathlib import Path
 from typing import Callable
 
 from codeeval.core.errors import Explained
+from codeeval.core.processes import die_with_parent
 
-PR_SET_PDEATHSIG = 1
 DIST_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
@@ -38,12 +36,6 @@ def processes(requested: int) -> int:
     from codeeval.generation.devices import visible_devices
 
     return max(1, len(visible_devices()))
-
-
-def _die_with_parent(parent: int) -> None:
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 def _free_port() -> int:
@@ -100,7 +92,7 @@ def run(job_path: Path, world: int, on_event: Callable[[dict], None]) -> None:
                     [sys.executable, "-m", "codeeval.training.worker", str(job_path)],
                     env=environment(rank, world, port), stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE if rank == 0 else log, stderr=log,
-                    preexec_fn=lambda: _die_with_parent(parent)))
+                    preexec_fn=lambda: die_with_parent(parent)))
         threading.Thread(target=_stop_all_if_one_fails, args=(procs,), daemon=True).start()
         for line in procs[0].stdout:
             try:

@@ -150,7 +150,8 @@ def main(argv: list[str]) -> int:
     if rank == 0:
         last = f"checkpoint-{trainer.state.global_step}"
         result = TrainResult(checkpoint=last, log_history=trainer.state.log_history, world_size=world,
-                             train_samples=len(train), samples_per_second=output.metrics.get("train_samples_per_second"),
+                             train_samples=len(train),
+                             samples_per_second=output.metrics.get("train_samples_per_second"),
                              resumed_from=Path(job.resume_from).name if job.resume_from else None,
                              started_at=STARTED, first_step_at=report.first)
         files.write_bytes(job_path.parent / RESULT_FILE, result.to_json().encode())
