@@ -138,3 +138,42 @@ def test_the_options_are_checked_before_any_data(tmp_path):
     # a label order is any order of the same classes
     check(RunConfig(model="reference", tasks=["codecomplex"], data_dir=str(FIXTURES),
                     training=TrainArgs(label_order=",".join(reversed(COMPLEXITIES)))))
+
+
+def test_a_finished_checkpoint_reaches_another_host_through_the_store(tmp_path, monkeypatch):
+    """CODEEVAL_STORAGE an fsspec URL (file://: a real store), two hosts each with its own mirror: the
+    checkpoint host A finished reaches host B whole, readable by the team; the one A left half written
+    never does; another training's key resumes nothing, and pruning keeps the newest, here and in the store."""
+    from codeeval.core import storage
+    from codeeval.training import checkpoints
+
+    monkeypatch.setenv("CODEEVAL_STORAGE", (tmp_path / "store").as_uri())
+
+    def host(name: str) -> Path:
+        monkeypatch.setenv("CODEEVAL_CACHE", str(tmp_path / name))
+        return storage.root() / "run-1" / "codeclone" / "training" / "checkpoints"
+
+    root = host("host-a")
+    for step, finish in ((8, True), (16, False)):
+        folder = root / f"checkpoint-{step}"
+        folder.mkdir(parents=True)
+        (folder / "model.safetensors").write_bytes(b"weights %d" % step)
+        (folder / "model.safetensors").chmod(0o600)  # as the Trainer writes it
+        (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+        if finish:
+            checkpoints.mark(folder, "key-1")
+    assert (root / "checkpoint-8" / "model.safetensors").stat().st_mode & 0o044 == 0o044
+    other = host("host-b")
+    found = checkpoints.newest(other, "key-1")
+    assert found == other / "checkpoint-8" and (found / "model.safetensors").read_bytes() == b"weights 8"
+    assert not (other / "checkpoint-16").exists()
+    host("host-a")
+    assert checkpoints.newest(root, "key-1") == root / "checkpoint-8" and not (root / "checkpoint-16").exists()
+    later = root / "checkpoint-24"
+    later.mkdir()
+    (later / "model.safetensors").write_bytes(b"weights 24")
+    checkpoints.mark(later, "key-1")
+    checkpoints.prune(root, "key-1", keep=1)
+    assert [f.name for f in checkpoints.folders(root)] == ["checkpoint-24"]  # the store's listing too
+    assert checkpoints.newest(host("host-c"), "key-2") is None  # another training's: removed, here and there
+    assert storage.folders(host("host-a")) == []  # (host A's own mirror keeps its copy: key-1's, still right)
