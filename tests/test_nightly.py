@@ -495,7 +495,7 @@ def test_the_page_draws_the_matrices_of_the_models_that_ran_tonight():
     that failed tonight draws none; a page with no matrix has neither the section nor its style (it
     is the page it was before the classification tasks: tests/test_results.py)."""
     from codeeval.core.results import LeaderboardRow
-    from codeeval.reporting.charts import MATRIX_STYLE, Confusion
+    from codeeval.reporting.matrix import MATRIX_STYLE, Confusion
     from codeeval.reporting.page import render
 
     rows = [LeaderboardRow(model=m, task="codeclone", metric="accuracy", value=v, primary=True, problems=4,
