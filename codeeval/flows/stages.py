@@ -184,20 +184,32 @@ def _run_name() -> str:
     return RunLayout.run_name(shard if isinstance(shard, ShardId) else ShardId(**shard))
 
 
+def _allowed(shard: ShardId, run_dir: str, run_id: str, reads: dict, **runs) -> tuple[str, str]:
+    """The shard's file and run name, once this worker's policy allows what the shard reads, writes
+    and runs (`runs`: its backend or its sandbox); a refusal ends the run in one line."""
+    out_path, run_name = shard_file(run_dir, shard), RunLayout.run_name(shard)
+    enforce(worker_policy(), shard_request({**reads, "out_path": out_path}, name=shard.task, **runs),
+            f"{run_name}-{run_id}")
+    return out_path, run_name
+
+
+def _as_shard(task, run_name: str, out_path: str, infra_retries: int, retry_delay_s: float):
+    """A stage flow's task, named as its shard, retried on infrastructure errors, its Prefect cache
+    record refreshed when other code wrote its file."""
+    return task.with_options(name=run_name, task_run_name=run_name, retries=infra_retries,
+                             retry_delay_seconds=retry_delay_s, refresh_cache=stale(out_path))
+
+
 @flow(name="generate-shard", flow_run_name=_run_name)
 def generate_stage(shard: ShardId, run_dir: str, problems_path: str, start: int, stop: int, backend: BackendSpec,
                    cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0, run_id: str = "") -> str:
     """One generation shard on this host: a gpu pool host's first visible device, or (generate-shard-cpu)
     a cpu pool host that calls an API, replays saved generations or hands out the reference."""
     problems_path, run_dir = storage.localize(problems_path), storage.localize(run_dir)
-    out_path, run_name = shard_file(run_dir, shard), RunLayout.run_name(shard)
-    enforce(worker_policy(), shard_request({"problems_path": problems_path, "out_path": out_path},
-                                           backend=backend, name=shard.task), f"{run_name}-{run_id}")
+    out_path, run_name = _allowed(shard, run_dir, run_id, {"problems_path": problems_path}, backend=backend)
     backend = devices.plan(backend, max_shards=1)[0]
-    return generate_shard.with_options(
-        name=run_name, task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
-        refresh_cache=stale(out_path),
-    )(shard, run_dir, problems_path, start, stop, backend, cache_key, run_id)
+    return _as_shard(generate_shard, run_name, out_path, infra_retries, retry_delay_s)(
+        shard, run_dir, problems_path, start, stop, backend, cache_key, run_id)
 
 
 @flow(name="execute-shard", flow_run_name=_run_name)
@@ -206,15 +218,11 @@ def execute_stage(shard: ShardId, run_dir: str, problems_path: str, generations_
     """One execution shard in this (cpu pool) host's sandbox (its Docker engine: DOCKER_HOST)."""
     problems_path, run_dir = storage.localize(problems_path), storage.localize(run_dir)
     generations_path = storage.localize(generations_path)
-    out_path, run_name = shard_file(run_dir, shard), RunLayout.run_name(shard)
-    enforce(worker_policy(), shard_request({"problems_path": problems_path, "generations_path": generations_path,
-                                            "out_path": out_path}, sandbox=sandbox, name=shard.task),
-            f"{run_name}-{run_id}")
+    out_path, run_name = _allowed(shard, run_dir, run_id, {"problems_path": problems_path,
+                                                           "generations_path": generations_path}, sandbox=sandbox)
     try:
-        return execute_shard.with_options(
-            name=run_name, task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
-            refresh_cache=stale(out_path),
-        )(shard, run_dir, problems_path, generations_path, sandbox, cache_key, run_id)
+        return _as_shard(execute_shard, run_name, out_path, infra_retries, retry_delay_s)(
+            shard, run_dir, problems_path, generations_path, sandbox, cache_key, run_id)
     finally:
         POOL.close()
 
@@ -225,13 +233,9 @@ def train_stage(shard: ShardId, run_dir: str, splits: list, classes: list, backe
     """A classification task's training on this (gpu pool) host: every visible device, data-parallel."""
     run_dir = storage.localize(run_dir)
     splits = tuple((name, storage.localize(path)) for name, path in splits)
-    out_path, run_name = shard_file(run_dir, shard), RunLayout.run_name(shard)
-    enforce(worker_policy(), shard_request({**dict(splits), "out_path": out_path}, backend=backend, name=shard.task),
-            f"{run_name}-{run_id}")
-    return train_task.with_options(
-        name=run_name, task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
-        refresh_cache=stale(out_path),
-    )(shard, run_dir, splits, tuple(classes), backend, args, cache_key, run_id)
+    out_path, run_name = _allowed(shard, run_dir, run_id, dict(splits), backend=backend)
+    return _as_shard(train_task, run_name, out_path, infra_retries, retry_delay_s)(
+        shard, run_dir, splits, tuple(classes), backend, args, cache_key, run_id)
 
 
 @flow(name="predict-shard", flow_run_name=_run_name)
@@ -241,12 +245,8 @@ def predict_stage(shard: ShardId, run_dir: str, problems_path: str, start: int, 
     """A prediction shard of a classification task on this (gpu pool) host's first visible device."""
     problems_path, run_dir = storage.localize(problems_path), storage.localize(run_dir)
     trained_path = storage.localize(trained_path)
-    out_path, run_name = shard_file(run_dir, shard), RunLayout.run_name(shard)
-    enforce(worker_policy(), shard_request({"problems_path": problems_path, "trained_path": trained_path,
-                                            "out_path": out_path}, backend=backend, name=shard.task),
-            f"{run_name}-{run_id}")
+    out_path, run_name = _allowed(shard, run_dir, run_id, {"problems_path": problems_path,
+                                                           "trained_path": trained_path}, backend=backend)
     backend = devices.plan(backend, max_shards=1)[0]
-    return predict_shard.with_options(
-        name=run_name, task_run_name=run_name, retries=infra_retries, retry_delay_seconds=retry_delay_s,
-        refresh_cache=stale(out_path),
-    )(shard, run_dir, problems_path, start, stop, tuple(classes), backend, args, trained_path, cache_key, run_id)
+    return _as_shard(predict_shard, run_name, out_path, infra_retries, retry_delay_s)(
+        shard, run_dir, problems_path, start, stop, tuple(classes), backend, args, trained_path, cache_key, run_id)
