@@ -16,7 +16,15 @@ from codeeval.benchmarks.spec import Example, LoadOptions, Problem, TaskSpec
 from codeeval.core.errors import UsageError
 from codeeval.core.fingerprint import digest
 from codeeval.executors import SANDBOXES, Limits, SandboxSpec
-from codeeval.generation import BACKENDS, LOADS_WEIGHTS, BackendSpec, backend_class, model_source, options
+from codeeval.generation import (
+    BACKENDS,
+    LOADS_WEIGHTS,
+    BackendSpec,
+    GenerationArgs,
+    backend_class,
+    model_source,
+    options,
+)
 from codeeval.pipeline.config import RunConfig
 
 
@@ -127,8 +135,6 @@ TRAINING_BACKENDS = ("transformers", "reference")  # what fine-tunes a model's w
 
 def check_classification(config: RunConfig) -> None:
     """The classification tasks' options, and the flags that mean nothing to them, before any data."""
-    from codeeval.generation.base import GenerationArgs
-
     classifying = [name for name in config.tasks if get_task(name).classification is not None]
     if not classifying:
         return

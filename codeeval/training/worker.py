@@ -23,7 +23,7 @@ def _say(event: str, **fields) -> None:
     print(json.dumps({"event": event, "time": time.time(), **fields}), flush=True)
 
 
-def _dataset(tokenizer, path: str, max_length: int, limit=None):
+def _dataset(tokenizer, path: str, max_length: int):
     from datasets import Dataset
 
     from codeeval.training.classifier import encode, read_split
