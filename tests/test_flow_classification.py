@@ -230,7 +230,26 @@ def test_the_documented_commands_run_as_written(env, smollm2_dir, tmp_path):
     assert smollm2["codedefect"]["accuracy"] == sum(r["predicted"] == r["label"] for r in rows) / 6
 
 
-@pytest.mark.parametrize("case", ["label", "split", "model", "sampling"])
+def test_a_failed_training_says_why_and_what_waited_on_it(env, tiny, tmp_path):
+    """A tokenizer file the worker cannot read: the run fails naming the training and the worker's own
+    error, its predictions and score are Skipped, and `codeeval inspect` shows the same."""
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (model / name).write_bytes((Path(tiny) / name).read_bytes())
+    (model / "tokenizer.json").write_text("{}")
+    out = tmp_path / "run"
+    done = run(env, str(model), out, "--tasks", "codeclone", "--num_epochs", "1", code=1)
+    said = " ".join(done.stderr.split())
+    assert "train-codeclone: TrainingFailed: training process 0 of 1 exited with 1: KeyError" in said, said[-2000:]
+    assert "not run, waiting on those: predict-codeclone-shard-000, score-codeclone" in said, said[-2000:]
+    report = subprocess.run([sys.executable, "-m", "codeeval", "inspect", str(out)], env=env, capture_output=True,
+                            text=True, timeout=120).stdout
+    assert "## codeclone: not trained, 0 prediction shards written, 1 failed shards" in report, report
+    assert "## train-codeclone failed" in report and "samples were in this shard" not in report, report
+
+
+@pytest.mark.parametrize("case", ["label", "split", "model", "tokenizer", "sampling"])
 def test_bad_input_ends_in_one_line_before_any_training(env, tiny, tmp_path, case):
     data, model, extra = tmp_path / "data", tiny, []
     if case == "label":
@@ -249,6 +268,13 @@ def test_bad_input_ends_in_one_line_before_any_training(env, tiny, tmp_path, cas
         (Path(model) / "config.json").write_text(json.dumps({"model_type": "vit"}))
         task, said = "codedefect", "codedefect fine-tunes .* as a sequence classifier, which cannot be built: " \
                                    "transformers has no sequence-classification model for its type 'vit'"
+    elif case == "tokenizer":  # transformers 5 would build a tokenizer of special tokens alone: no training on that
+        data, model = FIXTURES, str(tmp_path / "weights-only")
+        Path(model).mkdir()
+        for name in ("config.json", "model.safetensors"):
+            (Path(model) / name).write_bytes((Path(tiny) / name).read_bytes())
+        task, said = "codedefect", "codedefect fine-tunes .* as a sequence classifier, which cannot be built: " \
+                                   r"its folder has no tokenizer \(tokenizer.json"
     else:
         data, task, extra = FIXTURES, "codedefect", ["--n_samples", "5"]
         said = "--n_samples does not apply to codedefect, a classification task"

@@ -162,11 +162,12 @@ def error_markdown(record: dict, shown: int = SHOWN) -> str:
              f"Kind: {kind}  ",
              f"Was to write: `{record['parquet']}`  "]
     lines += [f"Input: `{path}`  " for path in record["inputs"].values()]
-    lines += ["", f"{len(samples)} samples were in this shard:", "",
-              "| task id | sample | status |", "|---|---|---|"]
-    lines += [f"| {task_id} | {sample} | error |" for task_id, sample in samples[:shown]]
-    if len(samples) > shown:
-        lines.append(f"| ... {len(samples) - shown} more | | |")
+    if samples:  # (a classification task's training has none: it trains on its split files)
+        lines += ["", f"{len(samples)} samples were in this shard:", "",
+                  "| task id | sample | status |", "|---|---|---|"]
+        lines += [f"| {task_id} | {sample} | error |" for task_id, sample in samples[:shown]]
+        if len(samples) > shown:
+            lines.append(f"| ... {len(samples) - shown} more | | |")
     lines += ["", "```", *record["traceback_tail"], "```"]
     return "\n".join(lines)
 

@@ -40,11 +40,21 @@ def quiet_loading() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+# a local model's vocabulary is one of these (transformers 5 builds a tokenizer of special tokens alone
+# where a folder has none: a classifier would then train on nothing but those)
+VOCABULARIES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model",
+                "sentencepiece.bpe.model")
+
+
 def unsupported(model: ModelRef) -> Optional[str]:
     """Why transformers cannot build a sequence classifier on `model`, in one phrase (read from its
-    config alone, before any training); None when it can."""
+    config and its file names alone, before any training); None when it can."""
     from transformers import AutoConfig
     from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
+
+    folder = Path(model.name_or_path)
+    if folder.is_dir() and not model.gguf_file and not any((folder / name).is_file() for name in VOCABULARIES):
+        return f"its folder has no tokenizer ({', '.join(VOCABULARIES[:3])}, ...)"
 
     with quiet_loading():
         try:
@@ -60,6 +70,8 @@ def load_tokenizer(model: ModelRef):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model.name_or_path, **model.load_kwargs())
+    if len(tokenizer) <= len(tokenizer.all_special_tokens):
+        raise ValueError(f"the tokenizer of {model.name_or_path} has no vocabulary beside its special tokens")
     if tokenizer.eos_token is None:
         raise ValueError(f"the tokenizer of {model.name_or_path} has no eos token, which the classifier pads with")
     tokenizer.pad_token = tokenizer.eos_token
