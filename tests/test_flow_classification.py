@@ -98,11 +98,20 @@ def test_three_tasks_train_predict_and_score_and_a_rerun_trains_nothing(env, tin
     assert "epoch 1/2" not in again.stderr  # nothing trained
     assert json.loads((out / "results.json").read_text())["codeclone"] == results["codeclone"]
 
-    # inspect and compare read the run like any other
+    # inspect and compare read the run like any other: paired on the same test records, against the oracle
     said = subprocess.run([sys.executable, "-m", "codeeval", "inspect", str(out)], env=env, capture_output=True,
                           text=True, timeout=120)
     assert said.returncode == 0 and re.search(r"## codeclone: trained, 3 prediction shards written, 0 failed shards, "
                                               r"\d+ misclassified test records", said.stdout), said.stdout
+    oracle = tmp_path / "oracle"
+    run(env, "reference", oracle, "--tasks", "codeclone")
+    compared = subprocess.run([sys.executable, "-m", "codeeval", "compare", str(oracle), str(out)], env=env,
+                              capture_output=True, text=True, timeout=120)
+    wrong = sum(r["predicted"] != r["label"] for r in predictions(out, "codeclone"))
+    assert compared.returncode == 0, compared.stderr
+    assert f"codeclone: accuracy A 1.0000  B {results['codeclone']['accuracy']:.4f}" in compared.stdout, compared.stdout
+    assert "(McNemar's exact test, 16 problems scored by both)" in compared.stdout, compared.stdout
+    assert f"pass->fail: {wrong} problems" in compared.stdout and "fail->pass: 0 problems" in compared.stdout
 
 
 def test_a_change_of_a_hyperparameter_or_of_the_data_trains_again(env, tiny, tmp_path):
