@@ -22,8 +22,8 @@ from classifier_models import Recipe, ensure_tiny_roberta
 from procs import alive, children
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "classification"
-# CodeComplex's 67 training records: 12 steps an epoch at the scripts' batch of 6, 72 in 6 epochs
-RESUMED = ["--tasks", "codecomplex", "--num_epochs", "6", "--learning_rate", "5e-3"]
+# CodeComplex's 67 training records: 12 steps an epoch at the scripts' batch of 6, 60 in 5 epochs
+RESUMED = ["--tasks", "codecomplex", "--num_epochs", "5", "--learning_rate", "5e-3"]
 
 
 @pytest.fixture(scope="module")
@@ -132,9 +132,7 @@ def test_a_change_of_a_hyperparameter_or_of_the_data_trains_again(env, tiny, tmp
     record["func1"] = record["func1"].replace("{", "{ // changed", 1)
     (data / "codeclone" / "train.jsonl").write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n")
     changed = run(env, tiny, out, *base, "--learning_rate", "1e-3")
-    assert "reused 0/1 trainings" in changed.stdout, changed.stdout
-    kept = run(env, tiny, out, *base, "--learning_rate", "1e-3")
-    assert "reused 1/1 trainings and 1/1 prediction shards" in kept.stdout, kept.stdout
+    assert "reused 0/1 trainings" in changed.stdout, changed.stdout  # (a run with nothing changed: reused, above)
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +155,7 @@ def stop_at(env: dict, model: str, out: Path, step: int, signum: int) -> tuple[i
             chunk = os.read(proc.stderr.fileno(), 65536)
             assert chunk and time.monotonic() < deadline, said.decode(errors="replace")[-3000:]
             said += chunk
-            counts = re.findall(rb"train codecomplex:.*?\| *(\d+)/72 \[", said)
+            counts = re.findall(rb"train codecomplex:.*?\| *(\d+)/60 \[", said)
             seen = int(counts[-1]) if counts else 0
         tree = children(proc.pid) | {proc.pid}
         assert any("codeeval.training.worker" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")
@@ -177,7 +175,7 @@ def stop_at(env: dict, model: str, out: Path, step: int, signum: int) -> tuple[i
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT])
 def test_a_training_stopped_at_a_random_step_resumes_to_the_same_predictions(env, tiny, uninterrupted, tmp_path,
                                                                               signum):
-    step = random.Random(int(signum)).randint(14, 66)  # past the first epoch's checkpoint, before the last
+    step = random.Random(int(signum)).randint(14, 54)  # past the first epoch's checkpoint, before the last
     out = tmp_path / "run"
     code, tree, said = stop_at(env, tiny, out, step, signum)
     assert code == (-signal.SIGKILL if signum == signal.SIGKILL else 128 + signal.SIGINT), said[-2000:]
@@ -199,14 +197,14 @@ def test_two_processes_train_data_parallel_as_one_process_with_their_batches_tog
     """Two CPU processes (gloo) with 6 examples each take the steps one process takes with 12: the same
     batches, the same losses; without dropout the same weights up to rounding."""
     model = str(ensure_tiny_roberta(tmp_path_factory.mktemp("tiny-roberta-no-dropout") / "model", Recipe(dropout=0.0)))
-    common = ["--tasks", "codeclone", "--num_epochs", "2"]
+    common = ["--tasks", "codeclone", "--num_epochs", "1"]
     one, two = tmp_path_factory.mktemp("dp") / "one", tmp_path_factory.mktemp("dp") / "two"
     run(env, model, one, *common, "--batch_size", "12", "--num_processes", "1")
     done = run(env, model, two, *common, "--batch_size", "6", "--num_processes", "2")
     assert "training data-parallel in 2 processes" in done.stderr, done.stderr[-3000:]
     (log_one, trained_one), (log_two, trained_two) = training_log(one, "codeclone"), training_log(two, "codeclone")
     assert (trained_one["world_size"], trained_two["world_size"]) == (1, 2)
-    assert [r["step"] for r in log_one] == [r["step"] for r in log_two] == [4, 8]  # 48 examples, 12 a step
+    assert [r["step"] for r in log_one] == [r["step"] for r in log_two] == [4]  # 48 examples, 12 a step
     for a, b in zip(log_one, log_two):
         assert abs(a["loss"] - b["loss"]) < 1e-5, (a, b)  # not doubled: the loss is each batch's mean
     assert (two / "codeclone" / "training" / "worker-1.log").is_file()

@@ -52,10 +52,6 @@ def unsupported(model: ModelRef) -> Optional[str]:
     from transformers import AutoConfig
     from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
 
-    folder = Path(model.name_or_path)
-    if folder.is_dir() and not model.gguf_file and not any((folder / name).is_file() for name in VOCABULARIES):
-        return f"its folder has no tokenizer ({', '.join(VOCABULARIES[:3])}, ...)"
-
     with quiet_loading():
         try:
             config = AutoConfig.from_pretrained(model.name_or_path, **model.load_kwargs())
@@ -63,6 +59,9 @@ def unsupported(model: ModelRef) -> Optional[str]:
             return f"its config cannot be read ({(str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]})"
     if config.model_type not in MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES:
         return f"transformers has no sequence-classification model for its type {config.model_type!r}"
+    folder = Path(model.name_or_path)
+    if folder.is_dir() and not model.gguf_file and not any((folder / name).is_file() for name in VOCABULARIES):
+        return f"its folder has no tokenizer ({', '.join(VOCABULARIES[:3])}, ...)"
     return None
 
 
