@@ -74,13 +74,13 @@ postgres:
 demo: venv images-python smollm2
 	bash scripts/demo.sh
 
-# Tests in parallel, a test file per worker process (its module fixtures built once): most of a
-# test waits on Docker, a Prefect server or a subprocess, so 3 workers fill the 2 cores CI has.
-# Verdicts rest on CPU time, never on wall time (tests/test_sleep_verdicts.py loads both cores).
-# TEST_WORKERS=0 runs them in one process.
+# Tests in parallel, a test file per worker process (its module fixtures built once; the units and
+# their order: tests/conftest.py): most of a test waits on Docker, a Prefect server or a subprocess,
+# so 3 workers fill the 2 cores CI has. Verdicts rest on CPU time, never on wall time, on a loaded
+# machine too (tests/test_sleep_verdicts.py loads both cores). TEST_WORKERS=0 runs them in one process.
 TEST_WORKERS ?= 3
 test: venv images smollm2 chromium
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25
 
 clean:
 	rm -rf $(VENV) runs

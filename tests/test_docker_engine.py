@@ -7,9 +7,11 @@ process (EngineProxy) that can be cut mid-run, as a remote engine's host or netw
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -78,11 +80,15 @@ def image():
 
 
 @pytest.fixture
-def proxy(tmp_path):
-    p = EngineProxy(tmp_path / "engine.sock")
+def proxy():
+    # a socket's path has at most 107 bytes: pytest's temp dirs (under a clone's TMPDIR, an xdist
+    # worker's folder) can be longer, so it lives in a short folder of its own, removed after
+    folder = tempfile.mkdtemp(prefix="ce-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+    p = EngineProxy(Path(folder) / "engine.sock")
     yield p
     if os.path.exists(p.path):
         p.close()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def our_containers(sandbox_id: str) -> list[str]:
