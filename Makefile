@@ -80,7 +80,7 @@ demo: venv images-python smollm2
 # machine too (tests/test_sleep_verdicts.py loads both cores). TEST_WORKERS=0 runs them in one process.
 TEST_WORKERS ?= 3
 test: venv images smollm2 chromium
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 clean:
 	rm -rf $(VENV) runs

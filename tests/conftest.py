@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,28 +20,39 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 
 
-# `make test` runs the files on xdist workers (--dist loadgroup --no-loadscope-reorder): each file is
-# one unit of work, so its module fixtures are built once; the files that share the installed wheel
-# (about five minutes to build and install) are one unit; the longest units start first, so that
-# none of them is left running alone at the end (seconds of the slowest tests, `make test` prints them).
+# `make test` runs the files on xdist workers (--dist loadfile --no-loadscope-reorder): each file is one
+# unit of work, so its module fixtures are built once; the files that share the installed wheel (about
+# five minutes to build and install) are one unit; the longest units start first, so that none of them
+# is left running alone at the end (seconds of the slowest tests: `make test` prints them).
 LONGEST_FIRST = ("wheel", "test_deployment.py", "test_flow_classification.py", "test_multiple.py",
                  "test_live_attention.py", "test_timeout_policy.py", "test_openai_server.py", "test_team_security.py",
                  "test_flow_oracles.py", "test_static_decoder.py", "test_faults.py", "test_ds1000.py")
+WHEEL_FILES = {f"tests/{path.name}" for path in Path(__file__).parent.glob("test_*.py")
+               if re.search(r"\b(built|installed)_wheel\b", path.read_text())}
+
+
+def unit_of(nodeid: str) -> str:
+    file = nodeid.split("::")[0]
+    return "wheel" if file in WHEEL_FILES else Path(file).name
 
 
 def pytest_collection_modifyitems(config, items):
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    files = {item.nodeid.split("::")[0] for item in items if "built_wheel" in item.fixturenames}
-
-    def unit(item) -> str:
-        file = item.nodeid.split("::")[0]
-        return "wheel" if file in files else Path(file).name
-
     rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(unit(item), len(rank)))  # stable: a file's tests keep their order
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(unit(item)))
+    items.sort(key=lambda item: rank.get(unit_of(item.nodeid), len(rank)))  # stable: a file keeps its order
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """loadfile's scheduler with the units above (xdist_group marks are lost on pytest 9: loadgroup
+    renames node ids, which pytest 9 no longer takes)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Units(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return Units(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -29,6 +29,15 @@ from wheel_env import DOCS_VENV, clean_env, substitute, team_blocks
 
 pytestmark = pytest.mark.skipif(not (REPO / ".git").exists(), reason="needs the git checkout (its file list)")
 
+def cron_of(when: dt.datetime) -> str:
+    return f"{when.minute} {when.hour} * * *"
+
+
+def nightly_at(when: dt.datetime) -> dict:
+    """The substitution that sets the deploy block's nightly schedule to `when` (UTC)."""
+    return {'--nightly-cron "0 2 * * *"': f'--nightly-cron "{cron_of(when)}"'}
+
+
 def test_the_team_path_from_the_wheel_runs_as_written(installed_wheel, tmp_path, data_dir, smollm2_dir):
     started = time.monotonic()
     blocks = team_blocks()
@@ -71,16 +80,14 @@ def test_the_team_path_from_the_wheel_runs_as_written(installed_wheel, tmp_path,
 
         bash("the server host", cwd=tmp_path, log="server", background=True,
              extra={"PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5"})  # the scheduler looks every 5 s
-        now = dt.datetime.now(dt.timezone.utc)
-        due = (now + dt.timedelta(seconds=150)).replace(second=0, microsecond=0)
-        cron = f'--nightly-cron "{due.minute} {due.hour} * * *"'
+        parked = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=6)  # not during the test: moved below
         for attempt in ("deploy", "deploy-again"):  # idempotent: the second updates what the first made
-            said = bash("once, from any host", cwd=tmp_path, log=attempt, **{'--nightly-cron "0 2 * * *"': cron})
+            said = bash("once, from any host", cwd=tmp_path, log=attempt, **nightly_at(parked))
             assert ("made gpu, cpu" in said) == (attempt == "deploy"), said
             assert "deployed nightly-leaderboard (codeeval.flows.nightly.nightly_leaderboard) on the cpu pool" in said
         srv.authorize()
         (nightly,) = srv.api("/deployments/filter", {"deployments": {"name": {"any_": ["nightly-leaderboard"]}}})
-        assert [s["schedule"]["cron"] for s in nightly["schedules"]] == [f"{due.minute} {due.hour} * * *"]
+        assert [s["schedule"]["cron"] for s in nightly["schedules"]] == [cron_of(parked)]
         deployments = srv.api("/deployments/filter", {})
         assert len(deployments) == 7 and all(d["pull_steps"] == [] for d in deployments), deployments
         assert nightly["parameters"]["models_file"] == str(shared / "models.yaml")
@@ -118,11 +125,18 @@ def test_the_team_path_from_the_wheel_runs_as_written(installed_wheel, tmp_path,
         assert done.returncode == 0 and re.search(r"codedefect\s+accuracy=\d\.\d{4} ± \d\.\d{4}\s+macro_f1=", said), \
             said[-3000:] + (tmp_path / "worker-gpu.log").read_text()[-3000:]
         assert "reused 0/1 trainings and 0/1 prediction shards" in said, said[-3000:]
-        for name in ("train-codedefect", "predict-codedefect-shard-000"):  # the nightly's too, if due (maybe running)
+        for name in ("train-codedefect", "predict-codedefect-shard-000"):  # (the nightly is not due yet)
             stages = srv.flow_runs(name={"any_": [name]})
-            assert "COMPLETED" in {s["state_type"] for s in stages}, stages
-            assert {s["work_pool_name"] for s in stages} == {"gpu"}, stages
+            assert [(s["work_pool_name"], s["state_type"]) for s in stages] == [("gpu", "COMPLETED")], stages
         evaluated = float(re.search(r"codedefect\s+accuracy=(\d\.\d{4})", said).group(1))
+
+        # the team moves the nightly to the coming minutes by deploying again: after the evaluation above,
+        # so that the nightly's CodeDefect entry finds that training finished (two at once would both train)
+        due = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=150)).replace(second=0, microsecond=0)
+        said = bash("once, from any host", cwd=tmp_path, log="deploy-due", **nightly_at(due))
+        assert "made gpu, cpu" not in said, said
+        (nightly,) = srv.api("/deployments/filter", {"deployments": {"name": {"any_": ["nightly-leaderboard"]}}})
+        assert [s["schedule"]["cron"] for s in nightly["schedules"]] == [cron_of(due)]
 
         # a model that cannot load: generated on the gpu pool, its cause on the terminal
         broken = shared / "broken-model"
