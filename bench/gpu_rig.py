@@ -11,6 +11,8 @@ import torch
 ARCHS = {  # random-weight shapes of public code models (their config.json): throughput and equality only
     "deepseek-coder-1.3b": dict(hidden_size=2048, intermediate_size=5504, num_hidden_layers=24,
                                 num_attention_heads=16, num_key_value_heads=16),
+    "deepseek-coder-6.7b": dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,  # its vocab: the
+                                num_attention_heads=32, num_key_value_heads=32, rope_theta=100000.0),  # tokenizer's
     "codellama-7b": dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                          num_attention_heads=32, num_key_value_heads=32),
     "qwen2.5-coder-1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,  # grouped-query:
@@ -113,11 +115,12 @@ def hf_generate(model, tok, prompts: list[str], device, **kw) -> list[list[int]]
     return out[:, enc["input_ids"].shape[1]:].tolist()
 
 
-def step_alone(ours: Ours, weight_bytes: int, bw: float, tables: Optional[Path] = None, steps: int = 64) -> None:
+def step_alone(ours: Ours, weight_bytes: int, bw: float, tables: Optional[Path] = None, steps: int = 64) -> float:
     """The last run's step replayed alone, without the loop around it: its time, and the bytes it
     must read (every weight; every slot's L columns of keys and values, or with live attention the
     blocks up to its column) over that time. A loop
-    far slower than its step is the host's cost; a step far from the bandwidth is the kernels'."""
+    far slower than its step is the host's cost; a step far from the bandwidth is the kernels'.
+    Returns the step's share of the bandwidth."""
     eng = ours.b._static._engine
     live = "live" in ours.b._static.mode
     before = live_columns(eng) if live else 0
@@ -138,6 +141,7 @@ def step_alone(ours: Ours, weight_bytes: int, bw: float, tables: Optional[Path] 
             figure(eng, ours.b.model, bw, *extra)
         except Exception as exc:  # noqa: BLE001 - a figure that explains, not one the run needs
             print(f"  {figure.__name__}: not measured ({said(exc)})", flush=True)
+    return (weight_bytes + kv) / each / bw
 
 
 def live_columns(eng) -> int:

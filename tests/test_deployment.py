@@ -367,6 +367,10 @@ def test_the_laptop_path_of_the_deployment_docs_runs_as_written(tmp_path):
     for model, score in (("reference", r"1\.0000"), (".cache/models/SmolLM2-135M-Instruct", r"\d\.\d{4}"),
                          ("replayed-example", r"0\.6000")):
         assert re.search(rf"{re.escape(model)} humaneval pass@1 = {score} ± \d\.\d{{4}} \(5 problems\)", flat), tail
+    # and with where the night's decoding time went: the one model on weights, and the night's sum
+    assert re.search(r"tonight's decoding: .*SmolLM2-135M-Instruct: decoding: 0\.0 s compiling and capturing steps "
+                     r"\(compile store: 0 found, 0 missed\), \d+\.\d s decoding .*all models: decoding: 0\.0 s",
+                     flat), tail
     after = [ln for ln in tail.splitlines()[1:] if ln.startswith(("▪", "●"))]  # the watch's lines, not the scores'
     assert after and all("Completed" in ln for ln in after), tail
     board = project / "runs" / "leaderboard"  # the worker's storage: runs/ in its directory

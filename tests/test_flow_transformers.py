@@ -65,3 +65,10 @@ def test_tiny_model_generates_real_text_through_generation_execution_and_metrics
     run = json.loads((out / "run.json").read_text())
     assert run["backend"] == "transformers" and run["generation"]["max_new_tokens"] == 24
     assert "humaneval" in text
+    # what decoding took, shard by shard, summed, and said by the CLI (the CPU's decoder compiles nothing)
+    compute = results["codeeval"]["tasks"]["humaneval"]["compute"]
+    (shard,) = compute["shards"]
+    assert (shard["shard"], shard["device"], shard["decoder"], shard["compile_cache"], shard["reused"]) == \
+        (0, "cpu", "dynamic", "none", False)
+    assert shard["compile_s"] == compute["compile_s"] == 0 and shard["decode_s"] == compute["decode_s"] > 0
+    assert "decoding: 0.0 s compiling and capturing steps (compile store: 0 found, 0 missed)" in text, text

@@ -370,12 +370,14 @@ def test_the_gpu_bench_runs_through_on_the_cpu(llama_dir, data_dir, tmp_path):
     assert "HF generate(cache_implementation='static'), batch 4" in out, out
     assert "ours/HF time" in out and out.count("4/4 byte-identical to HF's one-prompt generate") == 2, out
     assert out.splitlines()[-1].startswith("done_when ") and "greedy_fp32=4/4,4/4 uniforms=True" in out, out
+    # the second host's first steps come from the compile store that this run filled, and decode the same
+    assert out.count("compile store: 1 found, 0 missed") == 2 and "same output: yes" in out, out
     bad = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "--smoke", "--option", "compile_mod=default"],
                          capture_output=True, text=True, timeout=60)  # refused before any model is built
     assert bad.returncode == 1 and bad.stderr.strip().splitlines() == [
         "bench/gpu.py: --option compile_mod: not an option of the transformers backend (did you mean compile_mode?); "
-        "its options: decoder, compile, compile_mode, fuse_products, thin_products, live_attention, cuda_graph, "
-        "check_every, "
+        "its options: decoder, compile, compile_mode, fuse_products, thin_products, live_attention, compile_store, "
+        "cuda_graph, check_every, "
         "prefill_tokens, batch_rows, "
         "prompt_lookup, step_tokens, max_context"], bad.stderr
     nowhere = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "--smoke", "--model", str(tmp_path),

@@ -149,6 +149,7 @@ def write_atomically(path: Path, write, publish: bool = True) -> Path:
 
 KEY_FIELD = b"codeeval.key"
 USAGE_FIELD = b"codeeval.usage"
+COMPUTE_FIELD = b"codeeval.compute"  # what a shard's decoding took on local weights (pipeline/usage.py)
 WORKER_FIELD = b"codeeval.worker"  # who wrote a shard (core/provenance.py)
 
 

@@ -44,6 +44,7 @@ class TaskSummary:
     shards: int = 0
     reused: Reuse = Reuse(generate=(0, 0), execute=(0, 0))  # (reused, all) shards per stage
     api: Optional[dict[str, Any]] = None  # codeeval/pipeline/usage.py's task_usage (its shape lives there)
+    compute: Optional[dict[str, Any]] = None  # codeeval/pipeline/usage.py's task_compute (per shard, and summed)
     saved_generations: Optional[str] = None
 
     @property
@@ -61,6 +62,8 @@ class TaskSummary:
         data.update(shards=self.shards, reused=reuse_json(self.reused))
         if self.api:
             data["api"] = self.api
+        if self.compute:
+            data["compute"] = self.compute
         if self.saved_generations:
             data["saved_generations"] = self.saved_generations
         return data

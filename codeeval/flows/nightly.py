@@ -25,6 +25,7 @@ from codeeval.core.results import LeaderboardRow, reuse_json
 from codeeval.core.errors import RunFailed
 from codeeval.flows.evaluate import evaluate
 from codeeval.flows.guard import enforce, worker_policy
+from codeeval.pipeline import usage
 from codeeval.pipeline.plan import check
 from codeeval.pipeline.policy import nightly_request
 from codeeval.reporting import charts, matrix, nightly, page, paired
@@ -56,6 +57,7 @@ def nightly_leaderboard(models_file: str, output_dir: Optional[str] = None, runs
     previous = nightly.read_leaderboard(board)
     rows: list[LeaderboardRow] = []
     reused: dict[str, dict] = {}
+    compute: dict[str, dict] = {}  # model -> its decode time tonight (pipeline/usage.py's compute_total)
     failed: dict[str, str] = {}
     matrices: dict[str, dict[str, matrix.Confusion]] = {}  # model -> task -> tonight's confusion matrix
     for i, config in enumerate(configs, 1):  # a line as each model starts and ends: a night's progress
@@ -77,6 +79,8 @@ def nightly_leaderboard(models_file: str, output_dir: Optional[str] = None, runs
         rows += mine
         log.info("model %d of %d done: %s", i, len(configs), nightly.scores_text([config.model], mine, {}).strip())
         reused[config.model] = {task: reuse_json(detail.reused) for task, detail in results.tasks.items()}
+        if spent := [detail.compute for detail in results.tasks.values() if detail.compute]:
+            compute[config.model] = usage.compute_total(spent)
         if confusions := matrix.confusions_of(results.metrics):  # the classification tasks' (the page draws them)
             matrices[config.model] = confusions
 
@@ -104,6 +108,11 @@ def nightly_leaderboard(models_file: str, output_dir: Optional[str] = None, runs
         raise RunFailed(f"{len(failed)} of {len(configs)} models failed: {names}; tonight's scores:\n{scores}",
                         f"{len(failed)} of {len(configs)} models failed: {names}")
     log.info("tonight's scores:\n%s", scores)
-    return {"date": date, "rows": len(rows), "changes": delta, "reused": reused,
+    if compute:  # where a night's GPU time went: compiling steps, or decoding
+        models = usage.compute_total(compute.values())
+        log.info("tonight's decoding:\n%s", "\n".join(f"  {model}: {usage.compute_line(c)}" for model, c in
+                                                     [*compute.items(), ("all models", models)]))
+        compute["all models"] = models
+    return {"date": date, "rows": len(rows), "changes": delta, "reused": reused, "compute": compute,
             "flips": paired.flips_by_model(comparisons),
             "parquet": str(board), "html": str(html)}

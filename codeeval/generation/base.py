@@ -73,11 +73,14 @@ class CallContext:
     """What the shard lends a backend beside its requests. A backend behind a paid API journals its
     answered requests under the storage root `journal` (None: no journal), says each timeout and retry
     in one line through `say` (the shard's log, so the terminal too) and puts what the call cost in
-    `usage` (requests sent and answered from the journal, tokens, seconds); the others ignore it."""
+    `usage` (requests sent and answered from the journal, tokens, seconds). A backend on local weights
+    puts its device's time in `compute`: seconds building (compiling, capturing) and running its decode
+    steps, and the compile store's entries found and missed (codeeval/pipeline/usage.py)."""
 
     journal: Optional[Path] = None
     say: Callable[[str], None] = field(default=logging.getLogger("codeeval.generation").warning)
     usage: dict = field(default_factory=dict)
+    compute: dict = field(default_factory=dict)
 
 
 class Backend(abc.ABC):

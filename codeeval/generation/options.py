@@ -114,6 +114,9 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
                "FlexAttention to the blocks of each slot's own columns, not the whole cache "
                "(codeeval/generation/live_attention.py; the SDPA step where it fails); 0: never",
                "1 in bf16 and fp16 on a GPU, else 0"),
+        Option("compile_store", FLAG, True, "compiled: torch's compile artifacts of each step kept under the "
+               "storage root (`compiled/`), where a fresh process on any host finds them "
+               "(codeeval/generation/compile_store.py)"),
         Option("cuda_graph", FLAG, True, "capture the static decoder's step as a CUDA graph"),
         Option("check_every", integer(1), 4, "static decoder: steps between host checks for stop strings"),
         Option("prefill_tokens", integer(1), None, "static decoder: padded prompt tokens a prefill takes",

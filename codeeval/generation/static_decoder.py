@@ -30,7 +30,8 @@ from typing import Callable, Optional
 
 import torch
 
-from codeeval.generation import decode_step, slot_cache
+from codeeval.generation import compile_store, decode_step, slot_cache
+from codeeval.generation.compile_store import CompileStore
 from codeeval.generation.decode_step import HostCopy, SlotState
 from codeeval.generation.live_attention import BLOCK
 from codeeval.generation.prefill import cache_argument, prefill
@@ -71,11 +72,13 @@ class StaticDecoder:
     def __init__(self, model, tokenizer, args, device, eos_ids: list[int], pad_id: int,
                  slots: Callable[[int], int], check_every: int = 4, compile: bool = False, graph: bool = True,
                  prefill_tokens: int = 4096, on_step: Optional[Callable[[int, int], None]] = None,
-                 compile_mode: str = "default", fuse: bool = False, thin_rows: int = 0, live_from: int = 0):
+                 compile_mode: str = "default", fuse: bool = False, thin_rows: int = 0, live_from: int = 0,
+                 store: Optional[CompileStore] = None):
         self.model, self.tokenizer, self.args, self.device = model, tokenizer, args, torch.device(device)
         self.eos_ids, self.pad_id, self.slots_for = eos_ids, pad_id, slots
         self.check_every, self.compile, self.graph = max(1, check_every), compile, graph
-        self.compile_mode, self.thin_rows = compile_mode, thin_rows
+        self.compile_mode, self.thin_rows, self.fuse = compile_mode, thin_rows, fuse
+        self.store = store if compile else None  # compiled steps from the team's storage (compile_store.py)
         self.live_from = 0  # steps of at least this many slots try live attention (0: none)
         if compile:
             from codeeval.generation import fused_products, grouped_attention
@@ -89,8 +92,10 @@ class StaticDecoder:
         self._compiled: dict[tuple, Callable] = {}  # by (exact slot count, live attention)
         self._engine: Optional[SlotState] = None
         self.slots_used = 0  # by the last run: an out-of-memory error halves it
-        # steps run, slots x steps, prefill passes, OOM restarts, seconds in the step loop
-        self.stats = {"steps": 0, "slot_steps": 0, "prefills": 0, "restarts": 0, "decode_s": 0.0}
+        # steps run, slots x steps, prefill passes, OOM restarts, seconds in the step loop; seconds
+        # building steps (compiling and capturing) and the compile store's entries found and missed
+        self.stats = {"steps": 0, "slot_steps": 0, "prefills": 0, "restarts": 0, "decode_s": 0.0,
+                      "compile_s": 0.0, "store_hits": 0, "store_misses": 0}
         self.mode = ""
 
     def compiled_logits(self, exact_slots: bool = False, live: bool = False) -> Callable:
@@ -211,14 +216,30 @@ class StaticDecoder:
         if self._engine is None or self._engine.key != key:
             self._engine = None  # the old cache goes before the new one is allocated
             forwards, exact = self._forwards(slots)
+            key = self._store_key(forwards, exact, slots)
+            if key is not None:
+                self.stats["store_hits" if self.store.load(key) else "store_misses"] += 1
+            began = time.perf_counter()
             self._engine = SlotState(self.model, self.args, like, slots, length, self.check_every, self.graph,
                                      forwards, exact_slots=exact)
+            self.stats["compile_s"] += time.perf_counter() - began
+            if key is not None:
+                self.store.save(key)  # after a miss only
             self.mode = self._engine.runner.mode
             if len(forwards) > 1 and "live" not in self.mode:
                 self.live_from = 0  # the live step failed (the log says why): not compiled again per shape
         else:
             self._engine.reset()
         return self._engine
+
+    def _store_key(self, forwards: list, exact: bool, slots: int) -> Optional[str]:
+        """The compile store's key of a step built with ``forwards`` (None: nothing compiled, or no store)."""
+        if not forwards or self.store is None:
+            return None
+        return compile_store.entry_key(self.model, self.device, forwards=[name for name, _ in forwards],
+                                       slots=slots if exact else "any", mode=self.compile_mode, thin=self.thin_rows,
+                                       fuse=self.fuse, graph=self.graph and self.device.type == "cuda",
+                                       live=self.live_from)
 
     def _prefill(self, rows: list[Job], waiting: deque, store: dict, slots: int) -> None:
         """Prefill the distinct prompts of the next waiting rows that have none, up to

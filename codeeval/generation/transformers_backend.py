@@ -34,18 +34,19 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Optional, Sequence
 
 import torch
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core.fingerprint import model_fingerprint
-from codeeval.generation import model_source
+from codeeval.generation import model_source, options
 from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress, token_budget
-from codeeval.generation import options
+from codeeval.generation.compile_store import CompileStore
 from codeeval.generation.decoder import BatchDecoder
-from codeeval.generation.static_decoder import StaticDecoder, Unsupported
 from codeeval.generation.requests import Job, Renderer, plan_jobs
+from codeeval.generation.static_decoder import StaticDecoder, Unsupported
 
 log = logging.getLogger(__name__)
 
@@ -157,11 +158,26 @@ class TransformersBackend(Backend):
 
         ordered = [rows[r] for r in sorted(range(len(rows)), key=lambda r: (-len(rows[r].ids), r))]
         eos = self.eos_text()
+        before, began = dict(self.stats), time.perf_counter()
         for row, (text, n_tok, reason) in zip(ordered, self.decode_rows(ordered, progress)):
             out = row.output(text, n_tok, reason, eos)
             for i in row.requests:
                 outputs[i] = out
+        if context is not None:
+            context.compute.update(self._compute(before, time.perf_counter() - began))
         return outputs  # type: ignore[return-value]
+
+    def _compute(self, before: dict, wall: float) -> dict:
+        """What this call's decoding took (CallContext.compute): seconds building steps (compiling and
+        capturing) and the rest, the compile store's entries found and missed, and so the cache's word:
+        hit, miss, in process (compiled by an earlier call of this worker) or none (nothing compiled)."""
+        spent = {k: self.stats.get(k, 0) - before.get(k, 0) for k in ("compile_s", "store_hits", "store_misses")}
+        compiled = self._static is not None and self._static.compile
+        cache = ("miss" if spent["store_misses"] else "hit" if spent["store_hits"]
+                 else "in process" if compiled else "none")
+        return {"device": self.device.type, "decoder": self.decoder, "compile_s": round(spent["compile_s"], 3),
+                "decode_s": round(wall - spent["compile_s"], 3), "compile_cache": cache,
+                "store_hits": spent["store_hits"], "store_misses": spent["store_misses"]}
 
     @torch.inference_mode()
     def decode_rows(self, ordered: list[Job], progress: Progress = None) -> list[tuple[str, int, str]]:
@@ -231,7 +247,8 @@ class TransformersBackend(Backend):
                 prefill_tokens=_given(self.options["prefill_tokens"], 4096 if on_gpu else 1024),
                 compile_mode=self.options["compile_mode"], fuse=_given(self.options["fuse_products"], half),
                 thin_rows=_given(self.options["thin_products"], int(half)),  # 2 rows: slower than cuBLAS (H100)
-                live_from=_given(self.options["live_attention"], int(half and on_gpu)))  # H100: docs/generation.md
+                live_from=_given(self.options["live_attention"], int(half and on_gpu)),  # H100: docs/generation.md
+                store=CompileStore.default() if self.options["compile_store"] else None)
         try:
             return self._static.decode(ordered, on_end=finished)
         except Unsupported as exc:

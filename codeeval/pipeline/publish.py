@@ -13,7 +13,7 @@ from codeeval.core.contracts import PlannedTask, Reuse, ShardId, TaskScore
 from codeeval.core.results import RunResults, TaskSummary
 from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.problems import read_problems
-from codeeval.pipeline.usage import task_usage
+from codeeval.pipeline.usage import task_compute, task_usage
 
 
 def recorded_config(config: RunConfig) -> dict:
@@ -62,12 +62,12 @@ def save_bigcode_generations(config: RunConfig, layout: artifacts.RunLayout, nam
 
 
 def task_summary(plan: PlannedTask, score: Optional[TaskScore], reuse: Reuse, saved: Optional[str],
-                 api: Optional[dict] = None) -> TaskSummary:
+                 api: Optional[dict] = None, compute: Optional[dict] = None) -> TaskSummary:
     """The `codeeval.tasks.<name>` block of results.json: counts, the primary metric, reuse, and what
-    generating through an API cost (`api`, codeeval/pipeline/usage.py)."""
+    generating cost: through an API (`api`), on local weights (`compute`; codeeval/pipeline/usage.py)."""
     counts = dict(shards=len(plan.shards), reused=Reuse(generate=reuse.generate, execute=reuse.execute,
                                                         train=reuse.train, predict=reuse.predict),
-                  api=api or None, saved_generations=saved or None)
+                  api=api or None, compute=compute or None, saved_generations=saved or None)
     if score is None:
         return TaskSummary(problems=plan.n_problems, samples=plan.n_samples, ks_left_out=plan.ks_left_out, **counts)
     return TaskSummary(primary=score.primary, higher_is_better=score.higher_is_better, problems=score.problems,
@@ -103,8 +103,8 @@ def publish(config: RunConfig, layout: artifacts.RunLayout, plans: Mapping[str, 
         run_id=config.run_id, run_dir=str(layout.root), code_version=version, codeeval_version=__version__,
         workers=list(workers), mixed_versions=provenance.mixed(workers),
         tasks={name: task_summary(plan, scores.get(name), reuse[name], saved.get(name),
-                                  task_usage([layout.generations(name, i) for i in range(len(plan.shards))],
-                                             set(reuse[name].generate_reused)))
+                                  *(f([layout.generations(name, i) for i in range(len(plan.shards))],
+                                      set(reuse[name].generate_reused)) for f in (task_usage, task_compute)))
                for name, plan in plans.items()})
     artifacts.write_json(layout.results, results.to_json())
     if config.metric_output_path:  # results.json as written, also there

@@ -51,3 +51,35 @@ def usage_line(api: dict) -> str:
     return (f"api: {api['requests_sent']} requests sent, {api['from_journal']} answered from the journal{reused}; "
             f"{api['timeouts']} timeouts, {api['retries']} retries; tokens {api['prompt_tokens']:,} prompt + "
             f"{api['completion_tokens']:,} completion; {api['wall_s']:.1f} s{rate}")
+
+
+TIMES = ("compile_s", "decode_s")
+COUNTS = ("store_hits", "store_misses")
+
+
+def task_compute(paths: Sequence[Path], reused: Collection[int]) -> Optional[dict]:
+    """What decoding a task on local weights took, shard by shard (artifacts.COMPUTE_FIELD: seconds
+    compiling and capturing steps, seconds decoding, whether the compile store had the steps) and
+    summed over the shards this run generated; None when no shard says (an API backend, replay)."""
+    shards = []
+    for i, path in enumerate(paths):
+        if (compute := artifacts.read_metadata(path, artifacts.COMPUTE_FIELD)) is not None:
+            shards.append({"shard": i, **compute, "reused": i in reused})
+    if not shards:
+        return None
+    return {**compute_total(s for s in shards if not s["reused"]), "shards": shards}
+
+
+def compute_total(parts) -> dict:
+    """Times and store counts summed over shards, or over tasks' totals (a nightly's model)."""
+    total = dict.fromkeys(TIMES, 0.0) | dict.fromkeys(COUNTS, 0)
+    for part in parts:
+        for k in TIMES + COUNTS:
+            total[k] += part.get(k) or 0
+    return {k: round(v, 3) if k in TIMES else v for k, v in total.items()}
+
+
+def compute_line(compute: dict) -> str:
+    """The CLI table's line of a task's (or a model's) decode time."""
+    return (f"decoding: {compute['compile_s']:.1f} s compiling and capturing steps (compile store: "
+            f"{compute['store_hits']} found, {compute['store_misses']} missed), {compute['decode_s']:.1f} s decoding")

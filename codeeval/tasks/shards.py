@@ -209,7 +209,8 @@ def generate_shard(shard: ShardId, run_dir: str, problems_path: str, start: int,
             rows = generate_rows(task_spec, problems, mine, counts, open_backend(with_secrets(backend)), advance,
                                  context)
         artifacts.write_table(Path(out), rows, artifacts.GENERATIONS_SCHEMA, key=cache_key,
-                              usage=context.usage or None)
+                              usage=context.usage or None,
+                              extra={artifacts.COMPUTE_FIELD: context.compute} if context.compute else None)
     return out
 
 
