@@ -25,7 +25,7 @@ from codeeval.core.errors import RunFailed, UsageError
 REPO = Path(__file__).resolve().parents[1]
 CLASSIFICATION = REPO / "tests" / "fixtures" / "classification"  # the classification tasks' small data sets
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-WINDOW = (1400, 3600)  # the page's screenshot: width, height
+WINDOW = (1400, 4000)  # the page's screenshot: width, height (the failed model's cause wraps with its path's length)
 
 
 def latest_artifact(key: str):
