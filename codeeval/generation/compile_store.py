@@ -69,6 +69,7 @@ class CompileStore:
         self.folder = Path(folder)
         self.hits: set[str] = set()
         self.misses: dict[str, float] = {}  # key: when its compiling began (time.time())
+        self.saved: dict[str, frozenset] = {}  # key: torch's artifacts in the entry this process last wrote
 
     @classmethod
     def default(cls) -> "CompileStore":
@@ -97,7 +98,9 @@ class CompileStore:
 
     def save(self, key: str) -> Optional[Path]:
         """After compiling on a miss of ``key``: torch's portable caches (all this process holds) and
-        the kernel files written since the miss. Failing to write is said and otherwise ignored."""
+        the kernel files written since the miss. Written again for a later step of the same key only if
+        torch holds artifacts that the last entry did not (a new engine for a step compiled already adds
+        none). Failing to write is said and otherwise ignored."""
         since = self.misses.get(key)
         if since is None:
             return None
@@ -105,11 +108,15 @@ class CompileStore:
             saved = torch.compiler.save_cache_artifacts()
             if saved is None:
                 return None
+            held = frozenset((kind, name) for kind, names in saved[1].artifacts.items() for name in names)
+            if self.saved.get(key) == held:
+                return None
             meta = json.dumps({"key": key, "torch": torch.__version__, "written": time.time()}).encode()
             blob = MAGIC + len(meta).to_bytes(4, "big") + meta + len(saved[0]).to_bytes(8, "big") + saved[0] \
                 + _kernel_files(_inductor_dir(), since)
             path = files.write_bytes(self.path(key), blob)
             storage.publish(path)
+            self.saved[key] = held
             return path
         except Exception as exc:  # noqa: BLE001 - the run decodes on; the next process compiles again
             log.warning("compile store: could not save %s (%s: %s)", self.path(key), type(exc).__name__,

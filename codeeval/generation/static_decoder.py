@@ -216,15 +216,15 @@ class StaticDecoder:
         if self._engine is None or self._engine.key != key:
             self._engine = None  # the old cache goes before the new one is allocated
             forwards, exact = self._forwards(slots)
-            key = self._store_key(forwards, exact, slots)
-            if key is not None:
-                self.stats["store_hits" if self.store.load(key) else "store_misses"] += 1
+            entry = self._store_key(forwards, exact, slots)
+            if entry is not None:
+                self.stats["store_hits" if self.store.load(entry) else "store_misses"] += 1
             began = time.perf_counter()
             self._engine = SlotState(self.model, self.args, like, slots, length, self.check_every, self.graph,
                                      forwards, exact_slots=exact)
             self.stats["compile_s"] += time.perf_counter() - began
-            if key is not None:
-                self.store.save(key)  # after a miss only
+            if entry is not None:
+                self.store.save(entry)  # after a miss only
             self.mode = self._engine.runner.mode
             if len(forwards) > 1 and "live" not in self.mode:
                 self.live_from = 0  # the live step failed (the log says why): not compiled again per shape

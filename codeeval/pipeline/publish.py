@@ -76,6 +76,13 @@ def task_summary(plan: PlannedTask, score: Optional[TaskScore], reuse: Reuse, sa
                        stderr_method=score.stderr_method, **counts)
 
 
+def generation_costs(layout: artifacts.RunLayout, name: str, shards: int, reuse: Reuse) -> tuple:
+    """What generating the task `name` cost, through an API and on local weights (pipeline/usage.py),
+    from its shards' files."""
+    paths, reused = [layout.generations(name, i) for i in range(shards)], set(reuse.generate_reused)
+    return task_usage(paths, reused), task_compute(paths, reused)
+
+
 def shard_writers(layout: artifacts.RunLayout, shards: Mapping[str, int]) -> list[dict]:
     """Who wrote the run's shard files (`shards`: task -> its number of shards; core/provenance.py): one
     entry per worker, naming its shards (`humaneval/generations/shard-00000`)."""
@@ -103,8 +110,7 @@ def publish(config: RunConfig, layout: artifacts.RunLayout, plans: Mapping[str, 
         run_id=config.run_id, run_dir=str(layout.root), code_version=version, codeeval_version=__version__,
         workers=list(workers), mixed_versions=provenance.mixed(workers),
         tasks={name: task_summary(plan, scores.get(name), reuse[name], saved.get(name),
-                                  *(f([layout.generations(name, i) for i in range(len(plan.shards))],
-                                      set(reuse[name].generate_reused)) for f in (task_usage, task_compute)))
+                                  *generation_costs(layout, name, len(plan.shards), reuse[name]))
                for name, plan in plans.items()})
     artifacts.write_json(layout.results, results.to_json())
     if config.metric_output_path:  # results.json as written, also there
