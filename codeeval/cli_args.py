@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from pathlib import Path
 
 from codeeval.core import yes_no
-from codeeval.core.errors import UsageError
+from codeeval.core.errors import UsageError, did_you_mean
 from codeeval.executors import SANDBOXES
-from codeeval.generation import BACKENDS, GenerationArgs
+from codeeval.generation import BACKENDS, GenerationArgs, thinking
 from codeeval.pipeline.config import RunConfig
 from codeeval.training import args as training_args
 
@@ -27,6 +28,35 @@ def _ks(text: str) -> list[int]:
         return [int(k) for k in text.split(",") if k.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, its errors in one line as codeeval's own are (no usage block: `--help` has it),
+    with a suggestion for a misspelled flag or choice (Python 3.14's `suggest_on_error`, which
+    3.11 lacks): "unrecognized arguments: --max_new_tokns 5; did you mean --max_new_tokens?"."""
+
+    def error(self, message: str):
+        if "invalid choice: " in message:  # "... invalid choice: 'rnu' (choose from 'run', 'tasks', ...)"
+            given, _, listed = message.split("invalid choice: ", 1)[1].partition(" (choose from ")
+            hint = did_you_mean(given.strip("'"), re.findall(r"'([^']*)'", listed))
+        elif message.startswith("unrecognized arguments: "):  # "... --max_new_tokns 5"
+            flags = [w.split("=")[0] for w in message.split(": ", 1)[-1].split() if w.startswith("--")]
+            hint = next((h for h in (did_you_mean(f, self._flags()) for f in flags) if h), "")
+        else:
+            hint = ""
+        self.exit(2, f"{self.prog}: error: {message}" + (f"; {hint}" if hint else "") + "\n")  # no usage block
+
+    def _flags(self) -> list[str]:
+        """Every --flag of this parser and of its commands' (argparse reports a command's
+        unrecognized flags from the top parser)."""
+        parsers, flags = [self], []
+        while parsers:
+            parser = parsers.pop()
+            for action in parser._actions:
+                flags += [o for o in action.option_strings if o.startswith("--")]
+                if isinstance(action, argparse._SubParsersAction):
+                    parsers += action.choices.values()
+        return flags
 
 
 GEN = GenerationArgs()  # the defaults live in the dataclasses the flags fill (one home each)
@@ -69,6 +99,15 @@ def _run_parser(sub) -> argparse.ArgumentParser:
     g.add_argument("--device_map", default=GEN.device_map, help="e.g. auto: one model across several devices")
     g.add_argument("--max_batch_rows", type=int, default=GEN.max_batch_rows, help="rows per forward pass (0 = auto)")
     g.add_argument("--fim_format", default=GEN.fim_format, help="FIM token family (starcoder, santacoder, codellama, ...)")
+    g.add_argument("--reasoning", default=GEN.reasoning, choices=thinking.MODES,
+                   help="a reasoning model's thinking (<think>...</think>, a server's reasoning field): strip it "
+                        "before post-processing (no change for a model that does not think), or keep it")
+    g.add_argument("--thinking_tags", default=GEN.thinking_tags,
+                   help="the thinking's tag pairs, 'open|close,...' (default: <think>, <thinking>, <reasoning>, "
+                        "Kimi's and gpt-oss's)")
+    g.add_argument("--thinking_budget", type=int, default=GEN.thinking_budget,
+                   help="a reasoning model's thinking tokens on top of the answer's budget (--max_new_tokens is "
+                        "then the answer's); sent to a server as vLLM's `thinking_token_budget`")
     g.add_argument("--base_url", default=None, help="openai backend: server URL (or OPENAI_BASE_URL)")
     g.add_argument("--api_key", default=None, help="openai backend: key (better: OPENAI_API_KEY)")
     g.add_argument("--backend_option", action="append", default=[], metavar="KEY=VALUE",
@@ -129,7 +168,7 @@ def _training_flags(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="codeeval", description="Evaluate code language models.")
+    parser = Parser(prog="codeeval", description="Evaluate code language models.")
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub)
     sub.add_parser("tasks", help="list the registered tasks")
@@ -213,6 +252,7 @@ def config_from_args(args: argparse.Namespace):
         instruction_tokens=args.instruction_tokens, apply_chat_template=args.apply_chat_template,
         chat_style=args.chat_style,
         device_map=args.device_map, max_batch_rows=args.max_batch_rows, fim_format=args.fim_format,
+        reasoning=args.reasoning, thinking_tags=args.thinking_tags, thinking_budget=args.thinking_budget,
     )
     options = {}
     for item in args.backend_option:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from codeeval.core.cache import cache_root
-from codeeval.core.errors import UsageError
+from codeeval.core.errors import UsageError, unknown
 from codeeval.executors.docker import images
 
 CONTAINERS = Path(images.ROOT) / "containers"
@@ -26,7 +26,7 @@ RUNTIMES = (*RECIPES, "all")
 def build(runtime: str) -> int:
     """Run the recipes of `runtime` (python | multiple | ds1000 | all); their exit code."""
     if runtime not in RUNTIMES:
-        raise UsageError(f"unknown runtime {runtime!r}: expected one of {', '.join(RUNTIMES)}")
+        raise UsageError(unknown("runtime", runtime, RUNTIMES))
     if shutil.which("bash") is None or shutil.which("docker") is None:
         raise UsageError("building images needs bash and the docker CLI (Debian's docker.io) on this host")
     env = {**os.environ, "PYTHON": sys.executable}  # tags computed by this interpreter's codeeval

@@ -37,6 +37,35 @@ def test_bad_input_is_one_line_and_exit_2(data_dir, args, message):
     assert len(lines) == 1 and message in lines[0], result.stderr
 
 
+@pytest.mark.parametrize("args,line", [
+    (["run", "--model", "reference", "--tasks", "humanevall", "--allow_code_execution"],
+     "codeeval: error: unknown task 'humanevall'; did you mean humaneval? (`codeeval tasks` lists all {tasks})"),
+    (["run", "--model", "reference", "--tasks", "qwertyuiop", "--allow_code_execution"],
+     "codeeval: error: unknown task 'qwertyuiop' (`codeeval tasks` lists all {tasks})"),
+    (["run", "--model", "reference", "--tasks", "humaneval", "--allow_code_execution", "--backend", "transformer"],
+     "codeeval: error: unknown backend 'transformer'; did you mean transformers? (choose from {backends})"),
+    (["run", "--model", "reference", "--tasks", "humaneval", "--max_new_tokns", "5"],
+     "codeeval: error: unrecognized arguments: --max_new_tokns 5; did you mean --max_new_tokens?"),
+    (["run", "--model", "reference", "--tasks", "humaneval", "--executor", "dockr"],
+     "codeeval run: error: argument --executor: invalid choice: 'dockr' (choose from 'docker', 'local'); "
+     "did you mean docker?"),
+    (["rnu"], "codeeval: error: argument command: invalid choice: 'rnu' (choose from {commands}); did you mean run?"),
+    (["run", "--model", "reference"], "codeeval run: error: the following arguments are required: --tasks"),
+])
+def test_a_typo_gets_a_suggestion_in_one_line(data_dir, args, line):
+    """What a user sees for a misspelled task, backend, flag or command: one line, exit 2, the
+    likely spelling (none where nothing is close), and the count of tasks instead of all of them."""
+    from codeeval.benchmarks.registry import task_names
+    from codeeval.cli_args import build_parser
+    from codeeval.generation import BACKENDS
+
+    commands = next(a for a in build_parser()._actions if a.dest == "command").choices
+    result = codeeval(*args, "--data-dir", str(data_dir)) if args[0] == "run" else codeeval(*args)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [line.format(tasks=len(task_names()), backends=", ".join(BACKENDS),
+                                                      commands=", ".join(map(repr, commands)))]
+
+
 def test_malformed_generations_file(data_dir, bad_generations):
     result = codeeval("run", "--tasks", "humaneval", "--allow_code_execution", "--data-dir", str(data_dir),
                       "--load_generations_path", str(bad_generations))

@@ -22,7 +22,7 @@ def test_two_hosts_share_artifacts_through_the_store(tmp_path, monkeypatch):
     assert run_dir.is_relative_to(tmp_path / "host-a")
     shard = artifacts.RunLayout(run_dir).generations("humaneval", 0)
     rows = [{"task_id": "HumanEval/0", "sample": 0, "raw": "r", "completion": "c", "n_tokens": 1,
-             "finish_reason": "stop"}]
+             "finish_reason": "stop", "thinking": None, "thinking_tokens": None}]
     artifacts.write_table(shard, rows, artifacts.GENERATIONS_SCHEMA, key="k1")
     in_store = list(store.rglob("shard-00000.parquet"))
     assert len(in_store) == 1 and in_store[0].read_bytes() == shard.read_bytes()

@@ -23,7 +23,7 @@ from codeeval.benchmarks import (
 )
 from codeeval.benchmarks.repo import family as repo_level
 from codeeval.benchmarks.spec import TaskSpec
-from codeeval.core.errors import UsageError
+from codeeval.core.errors import UsageError, unknown
 
 Factory = Callable[[str], TaskSpec]
 
@@ -36,7 +36,7 @@ def get_task(name: str) -> TaskSpec:
     """A fresh TaskSpec for `name`; raises UsageError naming the known tasks."""
     if name in TASKS:
         return TASKS[name](name)
-    raise UsageError(f"unknown task {name!r}; known tasks: {', '.join(task_names())}")
+    raise UsageError(unknown("task", name, TASKS, f"`codeeval tasks` lists all {len(TASKS)}"))
 
 
 def task_names() -> list[str]:

@@ -40,6 +40,8 @@ PROBLEMS_SCHEMA = pa.schema([
 GENERATIONS_SCHEMA = pa.schema([
     ("task_id", pa.string()), ("sample", pa.int64()), ("raw", pa.string()), ("completion", pa.string()),
     ("n_tokens", pa.int64()), ("finish_reason", pa.string()),
+    # a reasoning model's thinking, taken off the answer, and its tokens (null: none, or not told)
+    ("thinking", pa.string()), ("thinking_tokens", pa.int64()),
 ])
 EXECUTIONS_SCHEMA = pa.schema([
     ("task_id", pa.string()), ("sample", pa.int64()), ("status", pa.string()), ("passed", pa.bool_()),

@@ -45,3 +45,22 @@ def no_space(error: BaseException | str) -> bool:
     if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
     return isinstance(error, (OSError, str)) and _NO_SPACE_TEXT.search(str(error)) is not None
+
+
+
+def did_you_mean(name: object, choices) -> str:
+    """'did you mean X?' for the closest of `choices` to a misspelled `name` (difflib's ratio
+    >= 0.6), else '': the one place every "unknown ..." message takes its suggestion from."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1)
+    return f"did you mean {close[0]}?" if close else ""
+
+
+def unknown(what: str, name: object, choices, listing: str | None = None) -> str:
+    """The one line for a name that is not one of `choices`: "unknown task 'humanevall'; did you
+    mean humaneval? (`codeeval tasks` lists all 311)". `listing` replaces "choose from a, b, ..."
+    where the choices are too many to print."""
+    hint = did_you_mean(name, choices)
+    listing = listing or f"choose from {', '.join(map(str, choices))}"
+    return f"unknown {what} {name!r}" + (f"; {hint}" if hint else "") + f" ({listing})"

@@ -45,6 +45,7 @@ class TaskSummary:
     reused: Reuse = Reuse(generate=(0, 0), execute=(0, 0))  # (reused, all) shards per stage
     api: Optional[dict[str, Any]] = None  # codeeval/pipeline/usage.py's task_usage (its shape lives there)
     compute: Optional[dict[str, Any]] = None  # codeeval/pipeline/usage.py's task_compute (per shard, and summed)
+    thinking: Optional[dict[str, Any]] = None  # codeeval/pipeline/usage.py's task_thinking
     saved_generations: Optional[str] = None
 
     @property
@@ -64,6 +65,8 @@ class TaskSummary:
             data["api"] = self.api
         if self.compute:
             data["compute"] = self.compute
+        if self.thinking:
+            data["thinking"] = self.thinking
         if self.saved_generations:
             data["saved_generations"] = self.saved_generations
         return data

@@ -12,6 +12,14 @@ transformers all do) and sent again after a backoff; the stall limit doubles eac
 token is not taken twice for a dead server). Without streaming (`stream=false`) an answer is the only
 sign of life, and a closed request may still be computed: the same rule, with less to go on.
 
+An answer is read by its Content-Type, not by what was asked: a JSON body is a whole answer even to a
+stream request (servers and gateways that ignore `stream` send one), and events are whole with or
+without the usage chunk and `data: [DONE]`; only a stream that ended with neither `[DONE]` nor a
+finish_reason broke off, and is sent again. Any other body to a 200 (a proxy's text/plain or HTML
+page) fails at once: asking again would only get the same page. A reasoning model's thinking, which
+vLLM and SGLang (with a reasoning parser), DeepSeek and OpenRouter send beside `content` as
+`reasoning_content` or `reasoning`, is kept apart from the answer's text.
+
 Concurrency backs off when answers slow down (codeeval/generation/api_pace.py).
 
 Every retry and timeout is reported through `note(kind, line)`, one line each.
@@ -54,10 +62,15 @@ class Answer:
     finish_reason: Optional[str]
     usage: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)  # `stop_reason` where the server gives one (vLLM)
-    first_s: Optional[float] = None  # seconds from sending to the first token (streaming only)
+    first_s: Optional[float] = None  # seconds from sending to the first token, thinking or not (streaming only)
+    reasoning: str = ""  # a reasoning model's thinking, sent apart from `text`
 
     def record(self) -> dict:
-        return {"text": self.text, "finish_reason": self.finish_reason, "usage": self.usage, **self.extra}
+        """The journal's record; `reasoning` only where there was some, so that other records stay as they were."""
+        record = {"text": self.text, "finish_reason": self.finish_reason, "usage": self.usage, **self.extra}
+        if self.reasoning:
+            record["reasoning"] = self.reasoning
+        return record
 
 
 class Client:
@@ -147,23 +160,48 @@ class Client:
             self.watch.alive()
             if resp.status != 200:
                 raise _status(resp, self._where(path))
-            answer = _read_stream(resp, self.watch, sent) if self.stream else _read_json(resp)
+            kind = _media_type(resp)
+            if kind == "application/json" or kind.endswith("+json") or (not kind and not self.stream):
+                return _read_json(resp)  # a whole answer, even to a stream request
+            if kind != "text/event-stream" and kind:
+                raise HTTPError(f"POST {self._where(path)}: the server answered {kind}, not an OpenAI "
+                                f"response: {_excerpt(resp)}")
+            answer = _read_stream(resp, self.watch, sent)
             if answer.finish_reason is None:
-                raise ConnectionError("the answer ended before its last chunk")
+                raise ConnectionError("the answer's stream broke off (neither [DONE] nor a finish_reason came)")
             return answer
         except (OSError, http.client.HTTPException) as e:
             if self.watch.closed(conn):
                 raise _Retry(f"no sign of life from the server for {self.watch.fired_s:g} s on any request "
                              f"in flight: closed after {time.monotonic() - sent:.1f} s (stall limit now "
                              f"{self.watch.stall_s:g} s)", kind="timeout", slower="a stalled server") from None
-            raise _Retry(f"POST {self._where(path)}: {type(e).__name__}: {e}") from None
+            raise _Retry(f"{type(e).__name__}: {e}") from None  # post() names the URL once
         finally:
             self.watch.closed(conn)
             conn.close()
 
 
+def _media_type(resp) -> str:
+    """The body's media type, lowercased and without parameters (`; charset=utf-8`); "" when unnamed."""
+    return (resp.getheader("Content-Type") or "").split(";", 1)[0].strip().lower()
+
+
+def _excerpt(resp) -> str:
+    """The body's start on one line, to quote in an error."""
+    return " ".join(resp.read(65536).decode(errors="replace").split())[:300]
+
+
+def _thinking(part: dict) -> str:
+    """A reasoning model's thinking in a message or delta: `reasoning_content` (vLLM, SGLang, DeepSeek)
+    or `reasoning` (newer vLLM, OpenRouter); servers that send both send the same text."""
+    for name in ("reasoning_content", "reasoning"):
+        if isinstance(part.get(name), str) and part[name]:
+            return part[name]
+    return ""
+
+
 def _status(resp, where: str) -> Exception:
-    detail = " ".join(resp.read().decode(errors="replace").split())[:300]
+    detail = _excerpt(resp)
     if resp.status not in RETRY_STATUS:
         return HTTPError(f"POST {where}: HTTP {resp.status}: {detail}")
     after = resp.getheader("Retry-After")
@@ -182,22 +220,36 @@ def _read_json(resp) -> Answer:
         choice = data["choices"][0]
     except (ValueError, KeyError, IndexError, TypeError):
         raise HTTPError(f"a malformed answer (not an OpenAI response): {raw[:200]!r}") from None
-    text = choice.get("text") if "text" in choice else (choice.get("message") or {}).get("content")
+    message = choice.get("message") or {}
+    text = choice.get("text") if "text" in choice else message.get("content")
     extra = {"stop_reason": choice["stop_reason"]} if "stop_reason" in choice else {}
-    return Answer(text or "", choice.get("finish_reason") or "stop", data.get("usage") or {}, extra)
+    return Answer(text or "", choice.get("finish_reason") or "stop", data.get("usage") or {}, extra,
+                  reasoning=_thinking(message))
 
 
 def _read_stream(resp, watch: Watch, sent: float) -> Answer:
-    """Server-sent events: `data: {chunk}` lines until `data: [DONE]` or the end of the stream."""
+    """Server-sent events: `data: {chunk}` lines until `data: [DONE]` or the end of the stream. The
+    answer is whole once a chunk gave its finish_reason, or at `[DONE]` ("stop" if none came); its
+    finish_reason stays None when the stream broke off before either."""
     parts: list[str] = []
+    thought: list[str] = []
     answer = Answer("", None)
-    while line := resp.readline():
+    while True:
+        try:
+            line = resp.readline()
+        except (OSError, http.client.HTTPException):
+            if answer.finish_reason is None:
+                raise
+            break  # the text was whole; only the usage or [DONE] was lost
+        if not line:
+            break
         watch.alive()
         line = line.strip()
         if not line.startswith(b"data:"):
             continue
         payload = line[5:].strip()
         if payload == b"[DONE]":
+            answer.finish_reason = answer.finish_reason or "stop"
             break
         try:
             chunk = json.loads(payload)
@@ -207,13 +259,18 @@ def _read_stream(resp, watch: Watch, sent: float) -> Answer:
             raise _Retry(f"the server failed mid-answer: {str(chunk['error'])[:300]}")
         answer.usage = chunk.get("usage") or answer.usage
         for choice in chunk.get("choices") or ():
-            piece = choice.get("text") if "text" in choice else (choice.get("delta") or {}).get("content")
+            delta = choice.get("delta") or {}
+            piece = choice.get("text") if "text" in choice else delta.get("content")
+            thinking = _thinking(delta)
+            if (piece or thinking) and answer.first_s is None:
+                answer.first_s = time.monotonic() - sent
             if piece:
-                answer.first_s = answer.first_s if answer.first_s is not None else time.monotonic() - sent
                 parts.append(piece)
+            if thinking:
+                thought.append(thinking)
             if choice.get("finish_reason"):
                 answer.finish_reason = choice["finish_reason"]
                 if "stop_reason" in choice:
                     answer.extra["stop_reason"] = choice["stop_reason"]
-    answer.text = "".join(parts)
+    answer.text, answer.reasoning = "".join(parts), "".join(thought)
     return answer

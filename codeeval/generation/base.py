@@ -40,12 +40,18 @@ class GenerationArgs:
     device_map: Optional[str] = None  # e.g. "auto": one model across several devices
     max_batch_rows: int = 0  # rows per forward pass across prompts and samples; 0 = auto
     fim_format: Optional[str] = None  # FIM token family (starcoder, santacoder, codellama, ...)
+    # a reasoning model's thinking (codeeval/generation/thinking.py): strip it before post-processing, or keep it
+    reasoning: str = "strip"
+    thinking_tags: Optional[str] = None  # "open|close,..." instead of thinking.TAGS
+    thinking_budget: Optional[int] = None  # tokens of thinking on top of the answer's budget (a server may cap it)
 
 
 def token_budget(args: GenerationArgs, n_prompt: int, context: Optional[int]) -> int:
     """New tokens a row may generate: --max_new_tokens, else bigcode's --max_length_generation
-    minus the row's own prompt, capped by the model's context; <= 0 means no room."""
+    minus the row's own prompt, plus --thinking_budget, capped by the model's context; <= 0 means
+    no room."""
     budget = args.max_new_tokens if args.max_new_tokens is not None else args.max_length_generation - n_prompt
+    budget += args.thinking_budget or 0
     return min(budget, context - n_prompt) if context else budget
 
 
@@ -61,8 +67,10 @@ class GenRequest:
 class GenOutput:
     raw: str  # the continuation only (text after the prompt)
     n_tokens: int
-    finish_reason: str  # stop | eos | length | prompt_too_long | reference | replay
+    finish_reason: str  # stop | eos | length | prompt_too_long | reference | replay | unfinished_thinking
     program: Optional[str] = None  # set when the backend returns a finished program
+    thinking: Optional[str] = None  # a reasoning model's thinking, taken off the answer (None: none seen)
+    thinking_tokens: Optional[int] = None  # its tokens, where the server or the tokenizer tells
 
 
 Progress = Optional[Callable[[int], None]]

@@ -21,6 +21,7 @@ finished program.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
 import time
@@ -57,6 +58,9 @@ class OpenAIBackend(Backend):
         self.backoff_s = opts["backoff_s"]
         self.max_stop = opts["max_stop"]
         self.eos = opts["eos_text"] or None
+        self.thinking_switches = {k: v for k, v in (("reasoning_effort", opts["reasoning_effort"]),) if v}
+        if opts["enable_thinking"] is not None:
+            self.thinking_switches["chat_template_kwargs"] = {"enable_thinking": opts["enable_thinking"]}
         # no tokenizer here: a completions prompt is plain or --instruction_tokens (the server
         # would have to apply a chat template); the chat endpoint sends the instruction
         self.renderer = Renderer(self.args, spec.model, None, chat_template=False,
@@ -71,11 +75,15 @@ class OpenAIBackend(Backend):
     # -- one request -----------------------------------------------------------------
     def _budget(self) -> int:
         a = self.args
-        return a.max_new_tokens if a.max_new_tokens is not None else a.max_length_generation
+        answer = a.max_new_tokens if a.max_new_tokens is not None else a.max_length_generation
+        return answer + (a.thinking_budget or 0)  # the thinking's tokens count in max_tokens
 
     def _sampling(self, req: GenRequest) -> dict:
         a = self.args
-        body = {"max_tokens": self._budget()}  # no `n`: 1 is every server's default, and some reject the field
+        # no `n`: 1 is every server's default, and some reject the field
+        body = {"max_tokens": self._budget(), **self.thinking_switches}
+        if a.thinking_budget is not None:
+            body["thinking_token_budget"] = a.thinking_budget  # vLLM's cap (with --reasoning-config)
         if a.do_sample:
             body.update(temperature=a.temperature, top_p=a.top_p, seed=sample_seed(a.seed, req.task_id, req.sample))
             if a.top_k and a.top_k > 0 and "api.openai.com" not in self.base_url:
@@ -99,8 +107,11 @@ class OpenAIBackend(Backend):
     def _output(self, task: TaskSpec, req: GenRequest, prepared: Rendering, answer: dict) -> GenOutput:
         rendered, fmt = prepared
         usage = answer.get("usage") or {}
+        thought = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")  # OpenAI's, vLLM's
         return to_output(answer.get("text") or "", int(usage.get("completion_tokens") or 0), _finish(answer),
-                         mode=rendered.mode, fmt=fmt, eos=self.eos, prompt=req.prompt, language=chat.language_of(task))
+                         mode=rendered.mode, fmt=fmt, eos=self.eos, prompt=req.prompt, language=chat.language_of(task),
+                         tags=self.renderer.tags, reasoning=answer.get("reasoning") or "",
+                         thinking_tokens=int(thought) if thought is not None else None)
 
     # -- batch -----------------------------------------------------------------------
     def generate(self, task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest],
@@ -127,7 +138,7 @@ class OpenAIBackend(Backend):
             req = requests[idx[0]]
             out = self._output(task, req, prepared[req.task_id, req.prompt], answer)
             for i in idx:
-                outputs[i] = GenOutput(out.raw, out.n_tokens, out.finish_reason, out.program)
+                outputs[i] = dataclasses.replace(out)
             if progress:
                 progress(len(idx))
 

@@ -10,15 +10,16 @@ A default of None means the backend decides at run time (by device, environment 
 """
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from codeeval.core import yes_no
+from codeeval.core.errors import did_you_mean
 
 DECODERS = ("static", "dynamic")
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")  # none with CUDA graphs of its own
 ENDPOINTS = ("completions", "chat")
+EFFORTS = ("minimal", "low", "medium", "high")
 API_KEY_BLOCK = "api_key_block"  # read by codeeval/tasks/secrets.py where the shard runs, never sent
 
 
@@ -147,6 +148,10 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         Option("max_stop", integer(0), 4, "stop strings sent to the server (OpenAI's limit; post-processing "
                "cuts at the rest)"),
         Option("eos_text", TEXT, None, "the model's eos text, cut from answers like a stop string", "none"),
+        Option("reasoning_effort", choice(EFFORTS), None, "a reasoning model's effort (`reasoning_effort`: "
+               "OpenAI's, gpt-oss on vLLM)", "not sent"),
+        Option("enable_thinking", FLAG, None, "chat: the template's thinking switch (`chat_template_kwargs`: "
+               "Qwen3 and others on vLLM and SGLang)", "not sent"),
     ),
     "vllm": (
         Option("tensor_parallel_size", integer(1), 1, "GPUs one engine spreads over"),
@@ -192,8 +197,7 @@ def _shown(name: Any) -> str:
 def _unknown(kind: str, name: Any, table: dict[str, Option]) -> str:
     if not table:
         return f"--backend_option {_shown(name)}: the {kind} backend takes no options"
-    close = difflib.get_close_matches(str(name), table, n=1)
-    hint = f" (did you mean {close[0]}?)" if close else ""
+    hint = f" ({close})" if (close := did_you_mean(name, table)) else ""
     return (f"--backend_option {_shown(name)}: not an option of the {kind} backend{hint}; "
             f"its options: {', '.join(table)}")
 

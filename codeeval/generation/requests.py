@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
-from codeeval.generation import chat, fim
+from codeeval.generation import chat, fim, thinking
 from codeeval.generation.base import GenerationArgs, GenOutput, GenRequest
 
 Rendering = tuple[chat.Rendered, Optional[fim.FimFormat]]
@@ -38,6 +38,8 @@ class Renderer:
         self.tokenizer = tokenizer
         self.chat_api = chat_api
         self._fim: Optional[fim.FimFormat] = None
+        # the thinking's tag pairs to take off every answer (--reasoning strip), None: kept (keep)
+        self.tags = thinking.parse_tags(args.thinking_tags) if args.reasoning == "strip" else None
 
     def fim_format(self) -> fim.FimFormat:
         """Resolved on the first FIM request (a model without FIM tokens fails only then)."""
@@ -70,11 +72,30 @@ def finish_raw(raw: str, mode: str, fmt: Optional[fim.FimFormat], eos: Optional[
 
 
 def to_output(text: str, n_tokens: int, finish_reason: str, *, mode: str, fmt: Optional[fim.FimFormat],
-              eos: Optional[str], prompt: str, language: str) -> GenOutput:
-    """Decoded text -> GenOutput. A whole chat answer (``--chat_style free``, or a chat API's)
-    gives the continuation of the prompt found in its first code block (the benchmark's
-    post-processing then applies) or else that block as a finished program; any other text
-    is a continuation, cleaned by :func:`finish_raw`."""
+              eos: Optional[str], prompt: str, language: str, tags: Optional[thinking.Tags] = thinking.TAGS,
+              reasoning: str = "", thinking_tokens: Optional[int] = None, opened: str = "") -> GenOutput:
+    """Decoded text -> GenOutput. A reasoning model's thinking comes off first (`tags`; None keeps
+    it in the text; `reasoning`: a server's field of its own for it; `opened`: the opening tag the
+    prompt ended in): an answer whose thinking never closed is `thinking.UNFINISHED`, with no text.
+    A whole chat answer (``--chat_style free``, or a chat API's) gives the continuation of the
+    prompt found in its first code block (the benchmark's post-processing then applies) or else
+    that block as a finished program; any other text is a continuation, cleaned by
+    :func:`finish_raw`."""
+    if tags is None and not reasoning:
+        return _output(text, n_tokens, finish_reason, mode=mode, fmt=fmt, eos=eos, prompt=prompt, language=language)
+    thought = thinking.joined(reasoning, opened + text, tags, cut=finish_reason == "length") if tags is not None \
+        else thinking.Thought(text, reasoning)
+    if thought.thinking is None:
+        return _output(text, n_tokens, finish_reason, mode=mode, fmt=fmt, eos=eos, prompt=prompt, language=language)
+    if thought.unfinished:
+        return GenOutput("", n_tokens, thinking.UNFINISHED, None, thought.thinking, thinking_tokens)
+    out = _output(thought.answer, n_tokens, finish_reason, mode=mode, fmt=fmt, eos=eos, prompt=prompt,
+                  language=language)
+    return replace(out, thinking=thought.thinking, thinking_tokens=thinking_tokens)
+
+
+def _output(text: str, n_tokens: int, finish_reason: str, *, mode: str, fmt: Optional[fim.FimFormat],
+            eos: Optional[str], prompt: str, language: str) -> GenOutput:
     if mode in ("answer", "messages"):
         if eos and eos in text:  # the answer ends at the eos text a local model kept
             text = text[:text.index(eos)]
@@ -96,6 +117,8 @@ class Job:
     fim_fmt: Optional[fim.FimFormat] = None
     prompt: str = ""  # the benchmark's prompt (a free answer's code is matched against it)
     language: str = "python"
+    tags: Optional[thinking.Tags] = thinking.TAGS  # Renderer.tags
+    opened: str = ""  # the thinking's opening tag the rendered prompt ends in (thinking.opened)
 
     @property
     def watch(self) -> tuple[str, ...]:
@@ -105,7 +128,7 @@ class Job:
 
     def output(self, text: str, n_tokens: int, finish_reason: str, eos: Optional[str]) -> GenOutput:
         return to_output(text, n_tokens, finish_reason, mode=self.mode, fmt=self.fim_fmt, eos=eos,
-                         prompt=self.prompt, language=self.language)
+                         prompt=self.prompt, language=self.language, tags=self.tags, opened=self.opened)
 
 
 def plan_jobs(task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest], renderer: Renderer,
@@ -142,7 +165,8 @@ def plan_jobs(task: TaskSpec, problems: Sequence[Problem], requests: Sequence[Ge
             shared[dkey].requests.append(i)
             continue
         job = Job(ids=ids, budget=n_new, stops=stops, seed_key=(req.task_id, req.sample), requests=[i],
-                  mode=rendered.mode, fim_fmt=fmt, prompt=req.prompt, language=chat.language_of(task))
+                  mode=rendered.mode, fim_fmt=fmt, prompt=req.prompt, language=chat.language_of(task),
+                  tags=renderer.tags, opened=thinking.opened(rendered.text, renderer.tags))
         if dedupe:
             shared[dkey] = job
         jobs.append(job)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import replace
 from typing import Optional, Sequence
 
 import torch
@@ -161,6 +162,8 @@ class TransformersBackend(Backend):
         before, began = dict(self.stats), time.perf_counter()
         for row, (text, n_tok, reason) in zip(ordered, self.decode_rows(ordered, progress)):
             out = row.output(text, n_tok, reason, eos)
+            if out.thinking is not None:  # counted apart from the answer (results.json's `thinking`)
+                out = replace(out, thinking_tokens=len(self._encode(out.thinking, False)))
             for i in row.requests:
                 outputs[i] = out
         if context is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from typing import Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
@@ -110,6 +111,8 @@ class VLLMBackend(Backend):
                 else:
                     reason = "stop"
                 out = job.output(comp.text, len(comp.token_ids), reason, eos)
+                if out.thinking is not None:  # counted apart from the answer (results.json's `thinking`)
+                    out = replace(out, thinking_tokens=len(self._encode(out.thinking, False)))
                 for i in job.requests:
                     outputs[i] = out
         if progress:

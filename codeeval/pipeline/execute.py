@@ -11,6 +11,7 @@ from typing import Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec, Verdict
 from codeeval.executors.base import Program, Progress, Sandbox
+from codeeval.generation.thinking import UNFINISHED
 
 
 def build_programs(task: TaskSpec, problems: Sequence[Problem], generations: Sequence[dict],
@@ -32,6 +33,8 @@ def execute_rows(task: TaskSpec, problems: Sequence[Problem], generations: Seque
     rows = []
     for g, outcome in zip(generations, outcomes):
         verdict = task.execution.judge(by_id[g["task_id"]], outcome, prepared.get(g["task_id"]))
+        if g.get("finish_reason") == UNFINISHED:
+            verdict = unfinished(verdict)
         rows.append({
             "task_id": g["task_id"], "sample": g["sample"], "status": verdict.status, "passed": verdict.passed,
             "exit_code": task.execution.exit_code(outcome), "duration_s": outcome.duration_s, "cpu_s": outcome.cpu_s,
@@ -40,6 +43,15 @@ def execute_rows(task: TaskSpec, problems: Sequence[Problem], generations: Seque
             "score": verdict.score,
         })
     return rows
+
+
+def unfinished(verdict: Verdict) -> Verdict:
+    """A sample whose thinking never closed has no answer: its empty completion ran as any other
+    (a family's judge gives its detail), and it fails whatever that gave, under a status of its own
+    (results.json's statuses count it; docs/generation.md)."""
+    return dataclasses.replace(verdict, status=UNFINISHED, passed=False if verdict.passed is not None else None,
+                               subsets={name: False for name in verdict.subsets},
+                               detail="the answer's thinking never closed: no answer to run")
 
 
 def verdict_of(row: dict) -> Verdict:

@@ -5,12 +5,14 @@ from typing import Mapping, Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.generation.base import Backend, CallContext, GenRequest, Progress
+from codeeval.generation.thinking import UNFINISHED
 
 
 def generate_rows(task: TaskSpec, problems: Sequence[Problem], shard: Sequence[Problem],
                   counts: Mapping[str, int], backend: Backend, progress: Progress = None,
                   context: Optional[CallContext] = None) -> list[dict]:
-    """One row per (problem, sample) of `shard`; `completion` is the post-processed program.
+    """One row per (problem, sample) of `shard`; `completion` is the post-processed program (none
+    for an answer whose thinking never closed), `thinking` a reasoning model's thinking.
     `problems` is every problem of the task (replay maps file positions onto it); `context`: what the
     shard lends the backend (an API backend's journal, its lines, its usage)."""
     eos = backend.eos_text()
@@ -24,7 +26,11 @@ def generate_rows(task: TaskSpec, problems: Sequence[Problem], shard: Sequence[P
     rows = []
     for request, out in zip(requests, outputs):
         problem = by_id[request.task_id]
-        completion = out.program if out.program is not None else task.postprocess(problem, out.raw, extra)
+        if out.finish_reason == UNFINISHED:  # no answer: nothing to run (pipeline/execute.py), a failure
+            completion = ""
+        else:
+            completion = out.program if out.program is not None else task.postprocess(problem, out.raw, extra)
         rows.append({"task_id": request.task_id, "sample": request.sample, "raw": out.raw,
-                     "completion": completion, "n_tokens": out.n_tokens, "finish_reason": out.finish_reason})
+                     "completion": completion, "n_tokens": out.n_tokens, "finish_reason": out.finish_reason,
+                     "thinking": out.thinking, "thinking_tokens": out.thinking_tokens})
     return rows

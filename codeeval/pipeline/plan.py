@@ -13,7 +13,7 @@ from typing import Optional
 from codeeval.benchmarks.metrics import resolve_ks
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import Example, LoadOptions, Problem, TaskSpec
-from codeeval.core.errors import UsageError
+from codeeval.core.errors import UsageError, unknown
 from codeeval.core.fingerprint import digest
 from codeeval.executors import SANDBOXES, Limits, SandboxSpec
 from codeeval.generation import (
@@ -24,6 +24,7 @@ from codeeval.generation import (
     backend_class,
     model_source,
     options,
+    thinking,
 )
 from codeeval.pipeline.config import RunConfig
 
@@ -54,7 +55,7 @@ def check(config: RunConfig) -> None:
     if len(set(config.tasks)) != len(config.tasks):
         raise UsageError("a task is listed twice in --tasks")
     if config.backend_kind not in BACKENDS:
-        raise UsageError(f"unknown backend {config.backend_kind!r}; choose from {', '.join(BACKENDS)}")
+        raise UsageError(unknown("backend", config.backend_kind, BACKENDS))
     try:  # the backend reads them through the same table, on a worker, minutes later
         options.parse(config.backend_kind, config.backend_options)
     except options.OptionError as exc:
@@ -62,13 +63,21 @@ def check(config: RunConfig) -> None:
     if config.backend_kind in LOADS_WEIGHTS:
         model_source.resolve(config.model)  # a missing .gguf file or an ambiguous GGUF directory
     if config.executor not in SANDBOXES:
-        raise UsageError(f"unknown executor {config.executor!r}; choose from {', '.join(SANDBOXES)}")
+        raise UsageError(unknown("executor", config.executor, SANDBOXES))
     if config.data_dir and not Path(config.data_dir).is_dir():
         raise UsageError(f"data dir not found: {config.data_dir}")
     executing = [name for name in config.tasks if get_task(name).executes]
     if executing and not config.generation_only and not config.allow_code_execution:
         raise UsageError(f"scoring {executing[0]} executes model-generated code: pass --allow_code_execution "
                          "(or --generation_only to only generate)")
+    try:
+        thinking.parse_tags(config.generation.thinking_tags)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if config.generation.thinking_budget is not None and config.generation.thinking_budget < 0:
+        raise UsageError("--thinking_budget must be >= 0")
+    if config.generation.reasoning not in thinking.MODES:
+        raise UsageError(unknown("reasoning mode", config.generation.reasoning, thinking.MODES))
     if config.generation.n_samples < 1:
         raise UsageError("--n_samples must be >= 1")
     if config.limit is not None and config.limit < 1:
@@ -129,7 +138,8 @@ def limited(config: RunConfig, name: str, problems: list[Problem]) -> list[Probl
 
 # GenerationArgs fields that mean nothing to a classification task (it generates nothing)
 SAMPLING = ("n_samples", "do_sample", "temperature", "top_p", "top_k", "max_length_generation", "max_new_tokens",
-            "prefix", "instruction_tokens", "apply_chat_template", "chat_style", "max_batch_rows", "fim_format")
+            "prefix", "instruction_tokens", "apply_chat_template", "chat_style", "max_batch_rows", "fim_format",
+            "reasoning", "thinking_tags", "thinking_budget")
 TRAINING_BACKENDS = ("transformers", "reference")  # what fine-tunes a model's weights, and the oracle
 
 

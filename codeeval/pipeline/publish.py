@@ -13,7 +13,7 @@ from codeeval.core.contracts import PlannedTask, Reuse, ShardId, TaskScore
 from codeeval.core.results import RunResults, TaskSummary
 from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.problems import read_problems
-from codeeval.pipeline.usage import task_compute, task_usage
+from codeeval.pipeline.usage import task_compute, task_thinking, task_usage
 
 
 def recorded_config(config: RunConfig) -> dict:
@@ -62,12 +62,15 @@ def save_bigcode_generations(config: RunConfig, layout: artifacts.RunLayout, nam
 
 
 def task_summary(plan: PlannedTask, score: Optional[TaskScore], reuse: Reuse, saved: Optional[str],
-                 api: Optional[dict] = None, compute: Optional[dict] = None) -> TaskSummary:
+                 api: Optional[dict] = None, compute: Optional[dict] = None,
+                 thinking: Optional[dict] = None) -> TaskSummary:
     """The `codeeval.tasks.<name>` block of results.json: counts, the primary metric, reuse, and what
-    generating cost: through an API (`api`), on local weights (`compute`; codeeval/pipeline/usage.py)."""
+    generating cost: through an API (`api`), on local weights (`compute`), a reasoning model's thinking
+    (`thinking`; codeeval/pipeline/usage.py)."""
     counts = dict(shards=len(plan.shards), reused=Reuse(generate=reuse.generate, execute=reuse.execute,
                                                         train=reuse.train, predict=reuse.predict),
-                  api=api or None, compute=compute or None, saved_generations=saved or None)
+                  api=api or None, compute=compute or None, thinking=thinking or None,
+                  saved_generations=saved or None)
     if score is None:
         return TaskSummary(problems=plan.n_problems, samples=plan.n_samples, ks_left_out=plan.ks_left_out, **counts)
     return TaskSummary(primary=score.primary, higher_is_better=score.higher_is_better, problems=score.problems,
@@ -77,10 +80,10 @@ def task_summary(plan: PlannedTask, score: Optional[TaskScore], reuse: Reuse, sa
 
 
 def generation_costs(layout: artifacts.RunLayout, name: str, shards: int, reuse: Reuse) -> tuple:
-    """What generating the task `name` cost, through an API and on local weights (pipeline/usage.py),
-    from its shards' files."""
+    """What generating the task `name` cost, through an API, on local weights and in thinking
+    (pipeline/usage.py), from its shards' files."""
     paths, reused = [layout.generations(name, i) for i in range(shards)], set(reuse.generate_reused)
-    return task_usage(paths, reused), task_compute(paths, reused)
+    return task_usage(paths, reused), task_compute(paths, reused), task_thinking(paths)
 
 
 def shard_writers(layout: artifacts.RunLayout, shards: Mapping[str, int]) -> list[dict]:

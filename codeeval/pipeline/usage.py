@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Collection, Optional, Sequence
 
 from codeeval.core import artifacts
+from codeeval.generation.thinking import UNFINISHED
 
 THIS_RUN = ("requests_sent", "answered", "from_journal", "timeouts", "retries", "slowdowns",
             "sent_prompt_tokens", "sent_completion_tokens", "wall_s")
@@ -83,3 +84,35 @@ def compute_line(compute: dict) -> str:
     """The CLI table's line of a task's (or a model's) decode time."""
     return (f"decoding: {compute['compile_s']:.1f} s compiling and capturing steps (compile store: "
             f"{compute['store_hits']} found, {compute['store_misses']} missed), {compute['decode_s']:.1f} s decoding")
+
+
+THOUGHT_COLUMNS = ("finish_reason", "n_tokens", "thinking", "thinking_tokens")
+
+
+def task_thinking(paths: Sequence[Path]) -> Optional[dict]:
+    """A reasoning model's thinking over a task's generation shards (reused ones too: what the
+    generations rest on): answers that thought, those whose thinking never closed, and the tokens
+    of thinking and of answers (where the server or the tokenizer told them); None when no answer
+    thought (a model that does not think, or --reasoning keep)."""
+    total = {"answers": 0, "thought": 0, "unfinished": 0, "thinking_tokens": 0, "answer_tokens": 0}
+    for path in paths:
+        if not path.exists():
+            continue
+        for row in artifacts.read_rows(path, THOUGHT_COLUMNS):
+            total["answers"] += 1
+            if row.get("thinking") is None:
+                continue
+            total["thought"] += 1
+            total["unfinished"] += row.get("finish_reason") == UNFINISHED
+            counted = row.get("thinking_tokens")
+            if counted is not None:
+                total["thinking_tokens"] += counted
+                total["answer_tokens"] += max((row.get("n_tokens") or 0) - counted, 0)
+    return total if total["thought"] else None
+
+
+def thinking_line(thought: dict) -> str:
+    """The CLI table's line of a task's thinking."""
+    return (f"thinking: {thought['thought']} of {thought['answers']} answers thought "
+            f"({thought['thinking_tokens']:,} thinking tokens, {thought['answer_tokens']:,} answer tokens); "
+            f"{thought['unfinished']} never finished thinking (failed, status {UNFINISHED})")

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 from codeeval.core import artifacts, storage
-from codeeval.core.errors import RunFailed, UsageError
+from codeeval.core.errors import RunFailed, UsageError, did_you_mean
 from codeeval.core.results import LEADERBOARD_SCHEMA, LeaderboardRow, RunResults
 from codeeval.generation.base import GenerationArgs
 from codeeval.pipeline import failures
@@ -77,13 +77,20 @@ def load_models(path: Path, runs_dir: Optional[Path] = None) -> list[RunConfig]:
             for i, entry in enumerate(data["models"])]
 
 
+def _keys(given: set, known: set) -> str:
+    """Unknown keys as a message lists them, the first's likely spelling after them."""
+    shown = sorted(given, key=_key)
+    hint = did_you_mean(shown[0], known) if isinstance(shown[0], str) else ""
+    return ", ".join(map(_key, shown)) + (f" ({shown[0]}: {hint})" if hint else "")
+
+
 def _config(path: Path, i: int, entry: Any, runs_dir: Optional[Path]) -> RunConfig:
     where = f"{path}: models[{i}]"
     if not isinstance(entry, dict) or not entry.get("model") or not entry.get("tasks"):
         raise UsageError(f"{where} needs `model` and `tasks`")
     unknown = set(entry) - CONFIG_FIELDS - set(SECTIONS)
     if unknown:
-        raise UsageError(f"{where}: unknown key(s) {', '.join(sorted(map(_key, unknown)))}")
+        raise UsageError(f"{where}: unknown key(s) {_keys(unknown, CONFIG_FIELDS | set(SECTIONS))}")
     sections = {}
     for section, cls in SECTIONS.items():
         values = sections[section] = entry.get(section) or {}
@@ -91,7 +98,8 @@ def _config(path: Path, i: int, entry: Any, runs_dir: Optional[Path]) -> RunConf
             raise UsageError(f"{where}: `{section}` must be a mapping of {section} options")
         bad = set(values) - {f.name for f in dataclasses.fields(cls)}
         if bad:
-            raise UsageError(f"{where}: unknown {section} key(s) {', '.join(sorted(map(_key, bad)))}")
+            raise UsageError(f"{where}: unknown {section} key(s) "
+                             f"{_keys(bad, {f.name for f in dataclasses.fields(cls)})}")
         _check_types(f"{where}.{section}", cls, values)
     fields = {k: v for k, v in entry.items() if k not in SECTIONS}
     if isinstance(fields["tasks"], str):

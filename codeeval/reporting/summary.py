@@ -12,7 +12,7 @@ from typing import Mapping, Optional, Sequence
 from codeeval.core.contracts import TaskScore
 from codeeval.core.errors import no_space
 from codeeval.core.results import RunResults
-from codeeval.pipeline.usage import compute_line, usage_line
+from codeeval.pipeline.usage import compute_line, thinking_line, usage_line
 
 
 @dataclass(frozen=True)
@@ -165,6 +165,8 @@ def results_table(results: RunResults) -> str:
             lines.append(f"{'':<22} {usage_line(task.api)}")
         if task.compute:
             lines.append(f"{'':<22} {compute_line(task.compute)}")
+        if task.thinking:
+            lines.append(f"{'':<22} {thinking_line(task.thinking)}")
         if task.saved_generations:
             lines.append(f"{'':<22} generations saved to {task.saved_generations}")
     if results.mixed_versions:

@@ -28,6 +28,7 @@ from codeeval.benchmarks.data import encodable, parse_json
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core.errors import UsageError
 from codeeval.core.fingerprint import file_digest
+from codeeval.generation import chat, thinking
 from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress
 from codeeval.generation.replay.spill import Spill
 from codeeval.generation.replay.stream import NotStreamable, array_items
@@ -215,6 +216,8 @@ class ReplayBackend(Backend):
 
     def __init__(self, spec) -> None:
         self.template = _template(spec)
+        args = getattr(spec, "args", None)
+        self.tags = thinking.parse_tags(args.thinking_tags) if args is None or args.reasoning == "strip" else None
         self._spills: dict[tuple[str, tuple[str, ...]], Spill] = {}
         self._lock = threading.Lock()  # shards of a run may ask at once
 
@@ -250,7 +253,17 @@ class ReplayBackend(Backend):
     def generate(self, task: TaskSpec, problems: Sequence[Problem], requests: Sequence[GenRequest],
                  progress: Progress = None, context: Optional[CallContext] = None) -> list[GenOutput]:
         programs = self.programs(task, problems, [r.task_id for r in requests])
-        outputs = [GenOutput("", 0, "replay", programs[r.task_id][r.sample]) for r in requests]
+        outputs = [self._output(programs[r.task_id][r.sample], chat.language_of(task)) for r in requests]
         if progress:
             progress(len(requests))
         return outputs
+
+    def _output(self, saved: str, language: str) -> GenOutput:
+        """A saved program; a reasoning model's saved answer without its thinking: the code of its
+        first fenced block where it has one, else the text after the thinking (thinking.split)."""
+        thought = thinking.split(saved, self.tags) if self.tags is not None else thinking.Thought(saved, None)
+        if thought.thinking is None:
+            return GenOutput("", 0, "replay", saved)
+        if thought.unfinished:
+            return GenOutput("", 0, thinking.UNFINISHED, None, thought.thinking)
+        return GenOutput("", 0, "replay", chat.extract_code(thought.answer, language), thought.thinking)
