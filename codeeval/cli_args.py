@@ -108,6 +108,9 @@ def _run_parser(sub) -> argparse.ArgumentParser:
     g.add_argument("--thinking_budget", type=int, default=GEN.thinking_budget,
                    help="a reasoning model's thinking tokens on top of the answer's budget (--max_new_tokens is "
                         "then the answer's); sent to a server as vLLM's `thinking_token_budget`")
+    g.add_argument("--enable_thinking", type=_bool, default=GEN.enable_thinking,
+                   help="the chat template's thinking switch (Qwen3's `enable_thinking`), true or false: passed "
+                        "to the local template, or to a server as `chat_template_kwargs` (default: the template's)")
     g.add_argument("--base_url", default=None, help="openai backend: server URL (or OPENAI_BASE_URL)")
     g.add_argument("--api_key", default=None, help="openai backend: key (better: OPENAI_API_KEY)")
     g.add_argument("--backend_option", action="append", default=[], metavar="KEY=VALUE",
@@ -253,6 +256,7 @@ def config_from_args(args: argparse.Namespace):
         chat_style=args.chat_style,
         device_map=args.device_map, max_batch_rows=args.max_batch_rows, fim_format=args.fim_format,
         reasoning=args.reasoning, thinking_tags=args.thinking_tags, thinking_budget=args.thinking_budget,
+        enable_thinking=args.enable_thinking,
     )
     options = {}
     for item in args.backend_option:

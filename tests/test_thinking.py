@@ -125,7 +125,8 @@ def test_saved_answers_score_the_same_without_their_thinking(prefect_api, data_d
 
 
 THINKING_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-                     "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}")
+                     "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n"
+                     "{% if enable_thinking is defined and enable_thinking is false %}\n</think>\n\n{% endif %}{% endif %}")
 
 
 def test_a_local_model_whose_template_opens_the_thinking(prefect_api, data_dir, demo_model_dir, tmp_path, capsys):
@@ -142,9 +143,10 @@ def test_a_local_model_whose_template_opens_the_thinking(prefect_api, data_dir, 
         (model / extra).unlink(missing_ok=True)
     ensure_images()
     out = tmp_path / "run"
-    assert main(["run", "--model", str(model), "--tasks", "humaneval", "--limit", "2", "--do_sample", "false",
-                 "--max_new_tokens", "8", "--apply_chat_template", "--chat_style", "free", "--allow_code_execution",
-                 "--data-dir", str(data_dir), "--output-dir", str(out)]) == 0
+    args = ["run", "--model", str(model), "--tasks", "humaneval", "--limit", "2", "--do_sample", "false",
+            "--max_new_tokens", "8", "--apply_chat_template", "--chat_style", "free", "--allow_code_execution",
+            "--data-dir", str(data_dir), "--output-dir", str(out)]
+    assert main(args) == 0
     capsys.readouterr()
     rows = pq.read_table(out / "humaneval" / "generations" / "shard-00000.parquet").to_pylist()
     assert [r["finish_reason"] for r in rows] == [thinking.UNFINISHED] * 2
@@ -152,6 +154,13 @@ def test_a_local_model_whose_template_opens_the_thinking(prefect_api, data_dir, 
     summary = json.loads((out / "results.json").read_text())["codeeval"]["tasks"]["humaneval"]
     assert summary["statuses"] == {thinking.UNFINISHED: 2} and summary["passed"] == 0
     assert summary["thinking"]["unfinished"] == 2 and summary["thinking"]["thinking_tokens"] > 0
+    # --enable_thinking false: the template closes the thinking in the prompt (as Qwen3's), the model answers
+    assert main([*args[:-1], str(tmp_path / "answered"), "--enable_thinking", "false"]) == 0
+    capsys.readouterr()
+    rows = pq.read_table(tmp_path / "answered" / "humaneval" / "generations" / "shard-00000.parquet").to_pylist()
+    assert all(r["finish_reason"] != thinking.UNFINISHED and r["thinking"] is None for r in rows)
+    summary = json.loads((tmp_path / "answered" / "results.json").read_text())["codeeval"]["tasks"]["humaneval"]
+    assert thinking.UNFINISHED not in summary["statuses"] and "thinking" not in summary
 
 
 class Reasoner(BaseHTTPRequestHandler):
@@ -194,9 +203,9 @@ def test_a_servers_reasoning_content_reaches_the_generations(tmp_path):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         spec = BackendSpec("openai", "m", GenerationArgs(do_sample=False, max_new_tokens=64, apply_chat_template=True,
-                                                          thinking_budget=100),
+                                                          thinking_budget=100, enable_thinking=True),
                            options=(("base_url", f"http://127.0.0.1:{server.server_port}/v1"),
-                                    ("enable_thinking", "yes"), ("reasoning_effort", "low"), ("stream", "no")))
+                                    ("reasoning_effort", "low"), ("stream", "no")))
         task, problem = toy_task(), Problem("T/0", 0, "def add(a, b):\n", {})
         rows = generate_rows(task, [problem], [problem], {"T/0": 1}, OpenAIBackend(spec))
     finally:

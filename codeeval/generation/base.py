@@ -44,6 +44,7 @@ class GenerationArgs:
     reasoning: str = "strip"
     thinking_tags: Optional[str] = None  # "open|close,..." instead of thinking.TAGS
     thinking_budget: Optional[int] = None  # tokens of thinking on top of the answer's budget (a server may cap it)
+    enable_thinking: Optional[bool] = None  # the chat template's thinking switch; None: the template's default
 
 
 def token_budget(args: GenerationArgs, n_prompt: int, context: Optional[int]) -> int:

@@ -91,7 +91,9 @@ def render(prompt: str, args, task=None, problem=None, tokenizer: Any = None) ->
         if tokenizer is None or not getattr(tokenizer, "chat_template", None):
             raise ValueError("--apply_chat_template: the tokenizer has no chat template")
         messages = [{"role": "user", "content": prefix + instruction}]
-        head = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        switch = getattr(args, "enable_thinking", None)  # the template's thinking switch (Qwen3's), where given
+        head = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                             **({} if switch is None else {"enable_thinking": switch}))
         return Rendered(head + context, "answer" if style == "free" else "chat", add_special_tokens=False,
                         context=context)
     user, end, assistant = tokens

@@ -59,8 +59,8 @@ class OpenAIBackend(Backend):
         self.max_stop = opts["max_stop"]
         self.eos = opts["eos_text"] or None
         self.thinking_switches = {k: v for k, v in (("reasoning_effort", opts["reasoning_effort"]),) if v}
-        if opts["enable_thinking"] is not None:
-            self.thinking_switches["chat_template_kwargs"] = {"enable_thinking": opts["enable_thinking"]}
+        if self.args.enable_thinking is not None:  # the server's chat template's switch (vLLM, SGLang)
+            self.thinking_switches["chat_template_kwargs"] = {"enable_thinking": self.args.enable_thinking}
         # no tokenizer here: a completions prompt is plain or --instruction_tokens (the server
         # would have to apply a chat template); the chat endpoint sends the instruction
         self.renderer = Renderer(self.args, spec.model, None, chat_template=False,

@@ -150,8 +150,6 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
         Option("eos_text", TEXT, None, "the model's eos text, cut from answers like a stop string", "none"),
         Option("reasoning_effort", choice(EFFORTS), None, "a reasoning model's effort (`reasoning_effort`: "
                "OpenAI's, gpt-oss on vLLM)", "not sent"),
-        Option("enable_thinking", FLAG, None, "chat: the template's thinking switch (`chat_template_kwargs`: "
-               "Qwen3 and others on vLLM and SGLang)", "not sent"),
     ),
     "vllm": (
         Option("tensor_parallel_size", integer(1), 1, "GPUs one engine spreads over"),

@@ -139,7 +139,7 @@ def limited(config: RunConfig, name: str, problems: list[Problem]) -> list[Probl
 # GenerationArgs fields that mean nothing to a classification task (it generates nothing)
 SAMPLING = ("n_samples", "do_sample", "temperature", "top_p", "top_k", "max_length_generation", "max_new_tokens",
             "prefix", "instruction_tokens", "apply_chat_template", "chat_style", "max_batch_rows", "fim_format",
-            "reasoning", "thinking_tags", "thinking_budget")
+            "reasoning", "thinking_tags", "thinking_budget", "enable_thinking")
 TRAINING_BACKENDS = ("transformers", "reference")  # what fine-tunes a model's weights, and the oracle
 
 
