@@ -128,7 +128,10 @@ def test_evaluate_deployment_runs_shards_on_pools_and_explains_a_failure(server,
     assert "unexpected exception" not in result.stdout and "Traceback" not in result.stdout
     lines = result.stdout.rstrip().splitlines()
     assert lines[-1] == "Flow run finished in state 'Failed'.", lines[-3:]
-    assert lines[-2].endswith("Finished in state Failed: 1 shard failed: generate-humaneval-shard-000; not run, "
+    # the run's last log line (▪); Prefect's watch prints state events (●) as they arrive, and the
+    # Failed state's may come after it (seen in CI)
+    logged = [line for line in lines[:-1] if not line.startswith("●")]
+    assert logged[-1].endswith("Finished in state Failed: 1 shard failed: generate-humaneval-shard-000; not run, "
                               "waiting on it: execute-humaneval-shard-000, score-humaneval"), lines[-3:]
     (parent,) = srv.flow_runs(name={"like_": "broken-model-humaneval-"})
     assert parent["state_type"] == "FAILED"
