@@ -5,6 +5,7 @@ name: a worker loads a flow from its file, so a class defined there (flows/stage
 class object than the package's, but its bases from this module are the same objects."""
 from __future__ import annotations
 
+import difflib
 import errno
 import re
 
@@ -47,12 +48,9 @@ def no_space(error: BaseException | str) -> bool:
     return isinstance(error, (OSError, str)) and _NO_SPACE_TEXT.search(str(error)) is not None
 
 
-
 def did_you_mean(name: object, choices) -> str:
     """'did you mean X?' for the closest of `choices` to a misspelled `name` (difflib's ratio
     >= 0.6), else '': the one place every "unknown ..." message takes its suggestion from."""
-    import difflib
-
     close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1)
     return f"did you mean {close[0]}?" if close else ""
 

@@ -39,7 +39,7 @@ class Renderer:
         self.chat_api = chat_api
         self._fim: Optional[fim.FimFormat] = None
         # the thinking's tag pairs to take off every answer (--reasoning strip), None: kept (keep)
-        self.tags = thinking.parse_tags(args.thinking_tags) if args.reasoning == "strip" else None
+        self.tags = thinking.tags_for(args)
 
     def fim_format(self) -> fim.FimFormat:
         """Resolved on the first FIM request (a model without FIM tokens fails only then)."""

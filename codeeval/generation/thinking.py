@@ -10,7 +10,7 @@ left and the sample would be scored as an empty completion without a word.
 a model that does not think gets bigcode's numbers (docs/deviations.md). Templates that put the
 opening tag into the prompt (Qwen3, R1) leave only the closing one in the text: what comes before
 it is thinking. A thinking that never closed leaves no answer: `UNFINISHED`, a failure of its own
-(the execute stage runs nothing for it; results.json counts it).
+(its empty completion fails under that status in the execute stage; results.json counts it).
 """
 from __future__ import annotations
 
@@ -35,6 +35,12 @@ class Thought:
     answer: str  # the text after the thinking (the whole text when there was none)
     thinking: Optional[str]  # None: the text held no thinking
     unfinished: bool = False  # an opening tag with no closing one: no answer at all
+
+
+def tags_for(args) -> Optional[Tags]:
+    """The tag pairs to take off a run's answers (GenerationArgs' --reasoning, --thinking_tags);
+    None with --reasoning keep."""
+    return parse_tags(args.thinking_tags) if args.reasoning == "strip" else None
 
 
 def parse_tags(spec: Optional[str]) -> Tags:

@@ -26,7 +26,7 @@ def generate_rows(task: TaskSpec, problems: Sequence[Problem], shard: Sequence[P
     rows = []
     for request, out in zip(requests, outputs):
         problem = by_id[request.task_id]
-        if out.finish_reason == UNFINISHED:  # no answer: nothing to run (pipeline/execute.py), a failure
+        if out.finish_reason == UNFINISHED:  # no answer: an empty completion, failed (pipeline/execute.py)
             completion = ""
         else:
             completion = out.program if out.program is not None else task.postprocess(problem, out.raw, extra)

@@ -216,8 +216,7 @@ class ReplayBackend(Backend):
 
     def __init__(self, spec) -> None:
         self.template = _template(spec)
-        args = getattr(spec, "args", None)
-        self.tags = thinking.parse_tags(args.thinking_tags) if args is None or args.reasoning == "strip" else None
+        self.tags = thinking.tags_for(spec.args)
         self._spills: dict[tuple[str, tuple[str, ...]], Spill] = {}
         self._lock = threading.Lock()  # shards of a run may ask at once
 
