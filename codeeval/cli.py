@@ -148,6 +148,20 @@ def compare_runs(run_a: str, run_b: str) -> int:
     return 0
 
 
+def view_runs(run: str, run_b: Optional[str], out: Optional[str], port: Optional[int]) -> int:
+    from pathlib import Path
+
+    from codeeval.core import storage
+    from codeeval.reporting.view import serve, site
+
+    roots = [storage.locate(r) for r in (run, run_b) if r]
+    index = site.write(roots, Path(out) if out else site.default_out(roots))
+    print(f"view: {index.resolve()}")
+    if port is not None:
+        serve.forever(index.parent, port)
+    return 0
+
+
 class Interrupted(KeyboardInterrupt):
     """SIGTERM (or SIGINT) arrived: the main thread stops what it waits for, like Ctrl-C."""
 
@@ -243,6 +257,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         if args.command == "inspect":
             return inspect_run(args.run)
+        if args.command == "view":
+            return view_runs(args.run, args.run_b, args.out, args.serve)
         if args.command == "compare":
             return compare_runs(args.run_a, args.run_b)
         if args.command == "nightly":

@@ -186,6 +186,13 @@ def build_parser() -> argparse.ArgumentParser:
                                              "the problems that flipped (docs/statistics.md)")
     compare.add_argument("run_a", help="run directory or run id, as for inspect")
     compare.add_argument("run_b", help="run directory or run id, as for inspect")
+    view = sub.add_parser("view", help="every sample of a run, or of two runs side by side, as a site that opens in "
+                          "a browser from a file or any static web server (docs/viewer.md)")
+    view.add_argument("run", help="run directory or run id, as for inspect")
+    view.add_argument("run_b", nargs="?", help="a second run, shown beside the first with the flips marked")
+    view.add_argument("--out", help="the site's folder (default: <run>/view, or <run>/view-vs-<run B's id> for two)")
+    view.add_argument("--serve", nargs="?", const=0, type=int, metavar="PORT",
+                      help="then serve it on 127.0.0.1 (PORT, or a free port) until Ctrl-C")
     night = sub.add_parser("nightly", help="the nightly-leaderboard flow once, on this machine "
                                            "(what the scheduled deployment runs on a server)")
     night.add_argument("models_file", help="models.yaml (see docs/deployment.md)")

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import DATA
+from view_data import site_data
 
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
@@ -187,6 +188,16 @@ def test_corpus_bleu_paired_bootstrap(tmp_path, data_dir):
     assert c.flips == "" and not c.pass_to_fail
     done = compare(tmp_path, "a", "b")
     assert "no pass/fail per problem: no flips listed" in done.stdout
+    # the run's view: each hypothesis beside its reference, with its sentence BLEU
+    _, viewed = site_data(b / "view")
+    task = viewed["conala"]
+    assert task["kind"] == "text" and task["score_label"].startswith("sentence BLEU")
+    hypotheses = [r["completion"] for r in task["runs"][0]]
+    assert hypotheses == [p[0] for p in wrong]
+    scores = [r["score"] for r in task["runs"][0]]
+    references = [p["reference"] for p in task["problems"]]
+    assert all(s == 1.0 for s, h, ref in zip(scores, hypotheses, references) if h == ref)
+    assert all(s < 1.0 for i, s in enumerate(scores) if i % 3 == 0) and references[0] == programs[0][0]
 
 
 def test_repo_level_runs_compare_after_their_project_tree_is_gone(tmp_path, data_dir):
@@ -205,4 +216,14 @@ def test_repo_level_runs_compare_after_their_project_tree_is_gone(tmp_path, data
     done = compare(tmp_path, str(a), str(b))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "deveval: pass@1 A 1.0000  B 0.5000  B-A -0.5000" in done.stdout and "pass->fail: 1 problems" in done.stdout
+    # the view of the pair: the patched function of each side and the failing tests by name
+    viewed = codeeval("view", str(a), str(b), cwd=tmp_path)
+    assert viewed.returncode == 0, viewed.stderr
+    _, tasks = site_data(Path(viewed.stdout.split("view: ", 1)[1].strip()).parent)
+    task = tasks["deveval"]
+    problem, (ok, wrong) = task["problems"][1], (task["runs"][0][1], task["runs"][1][1])
+    assert ok["passed"] is True and wrong["passed"] is False and wrong["completion"].endswith("return None\n")
+    assert problem["test_names"] and all("::" in name or "test" in name.lower() for name in problem["test_names"])
+    assert ok["failing"] is None and wrong["failing"] and set(wrong["failing"]) <= set(problem["test_names"])
+    assert all(f"FAILED {name}" in wrong["stdout"] for name in wrong["failing"])
 

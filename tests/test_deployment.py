@@ -71,6 +71,19 @@ def busy_cores():
         proc.wait()
 
 
+def _settled_tasks(srv: Server, flow_run_id: str, timeout: float = 30.0) -> dict:
+    """The flow run's task runs by name, once no skipped shard's state is Completed any more (task run
+    states reach the server as events, in batches: a skipped shard's is Cancelled, tasks/skips.py);
+    as they stand after `timeout` otherwise (the test then says what it saw)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        tasks = {t["name"]: t for t in srv.api("/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run_id]}}})}
+        if time.monotonic() > deadline or not [t for t in tasks.values() if t["state_name"] == "Skipped" and
+                                                t["state_type"] == "COMPLETED"]:
+            return tasks
+        time.sleep(0.5)
+
+
 def _watch(srv: Server, params: dict) -> subprocess.CompletedProcess:
     """`prefect deployment run evaluate/evaluate --watch`; its output kept beside the test's files."""
     result = srv.cli("deployment", "run", "evaluate/evaluate", "--watch", "--params", json.dumps(params))
@@ -93,9 +106,10 @@ def test_evaluate_deployment_runs_shards_on_pools_and_explains_a_failure(server,
         assert name in listed, listed
     srv.start("worker", "start", "--pool", "gpu", "--limit", "1", log="worker-gpu.log")
     srv.start("worker", "start", "--pool", "cpu", log="worker-cpu.log")
+    saving = {"save_generations": True, "metric_output_path": "metrics.json"}  # relative: inside the run's directory
     params = {"config": {"model": "reference", "tasks": ["humaneval"], "allow_code_execution": True,
                          "executor": "local", "data_dir": str(data_dir), "limit": 4, "shard_size": 2,
-                         "output_dir": str(srv.tmp / "deployed-run")}}
+                         "output_dir": str(srv.tmp / "deployed-run"), **saving}}
     for attempt in (1, 2):
         result = _watch(srv, params)
         assert result.returncode == 0 and "Completed" in result.stdout, \
@@ -103,6 +117,12 @@ def test_evaluate_deployment_runs_shards_on_pools_and_explains_a_failure(server,
         assert re.search(r"humaneval\s+pass@1=1\.0000 ± 0\.0000\s+\(4/4 samples passed", result.stdout), result.stdout[-3000:]
         results = json.loads((srv.tmp / "deployed-run" / "results.json").read_text())
         assert results["humaneval"] == {"pass@1": 1.0}
+        # the saved generations and metrics in the run's directory, not at the storage root every run shares
+        assert json.loads((srv.tmp / "deployed-run" / "metrics.json").read_text()) == results
+        saved = Path(results["codeeval"]["tasks"]["humaneval"]["saved_generations"])
+        assert saved == srv.tmp / "deployed-run" / "generations_humaneval.json"
+        assert len(json.loads(saved.read_text())) == 4  # a list of programs per problem
+        assert not list(srv.tmp.glob("*.json")), list(srv.tmp.glob("*.json"))
         reused = results["codeeval"]["tasks"]["humaneval"]["reused"]
         assert reused == ({"generate": [0, 2], "execute": [0, 2]} if attempt == 1 else
                           {"generate": [2, 2], "execute": [2, 2]})
@@ -135,10 +155,13 @@ def test_evaluate_deployment_runs_shards_on_pools_and_explains_a_failure(server,
                               "waiting on it: execute-humaneval-shard-000, score-humaneval"), lines[-3:]
     (parent,) = srv.flow_runs(name={"like_": "broken-model-humaneval-"})
     assert parent["state_type"] == "FAILED"
-    tasks = {t["name"]: t for t in srv.api("/task_runs/filter", {"flow_runs": {"id": {"any_": [parent["id"]]}}})}
+    assert parent["state"]["message"].startswith("Flow run encountered an exception: RunFailed: 1 shards failed")
+    tasks = _settled_tasks(srv, parent["id"])
     assert tasks["generate-humaneval-shard-000"]["state_type"] == "FAILED"
-    for skipped in ("execute-humaneval-shard-000", "score-humaneval"):  # skipped: not failures of their own
-        assert (tasks[skipped]["state_type"], tasks[skipped]["state_name"]) == ("COMPLETED", "Skipped")
+    for skipped in ("execute-humaneval-shard-000", "score-humaneval"):  # not failures of their own, nor done: grey
+        state = tasks[skipped]["state"]
+        assert (state["type"], state["name"], state["message"]) == (
+            "CANCELLED", "Skipped", "not run: waiting on generate-humaneval-shard-000, which failed"), state
     (shard,) = [r for r in srv.flow_runs(name={"any_": ["generate-humaneval-shard-000"]})
                 if r["state_type"] != "COMPLETED"]  # the one of the broken model's run
     assert shard["state_type"] == "FAILED" and shard["work_pool_name"] == "gpu"  # a model's weights: the gpu pool
@@ -149,6 +172,12 @@ def test_evaluate_deployment_runs_shards_on_pools_and_explains_a_failure(server,
     (artifact,) = srv.api("/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [shard["id"]]},
                                                               "key": {"like_": "failures-generate-humaneval-shard-000-"}}})
     assert "| HumanEval/0 | 0 | error |" in artifact["data"] and "broken-run" in artifact["data"]
+    # the failed run and its failed shard's run carry named artifacts only: no "result" without a key (the
+    # pickled exception's record, which the server copied from the shard's run onto its parent too)
+    for run, names in ((parent, ["summary-"]), (shard, ["failures-generate-humaneval-shard-000-"])):
+        arts = srv.api("/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [run["id"]]}}})
+        assert sorted(re.sub(r"(-|^)broken-model-.*$", r"\1", a["key"] or "") for a in arts) == names, \
+            [(a["key"], a["type"], a["task_run_id"]) for a in arts]
     if CHROMIUM:
         text = chromium_ui(srv, f"/runs/flow-run/{parent['id']}", "ui-evaluate-run-artifacts.png", click="Artifacts")
         assert summary["key"] in text and "Couldn't instantiate the backend tokenizer" in text

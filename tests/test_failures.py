@@ -1,10 +1,18 @@
 """Failed-shard inspection on a real Prefect API: a failed shard is a Failed task run under its
 own name with a markdown artifact (read back through the API), what waits on it ends Skipped
-under its own name (never Pending under a hash), infrastructure errors retry and model errors
-do not, and `codeeval inspect` prints the same text from the run's files."""
+under its own name (never Pending under a hash), grey in the UI (Cancelled) with the failed shard's
+name in its message, the failed run carries no unnamed artifact, infrastructure errors retry and
+model errors do not, and `codeeval inspect` prints the same text from the run's files."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -30,6 +38,29 @@ def flow_run_tasks(flow_name: str, config=None) -> tuple[dict, dict]:
     by_task = {name: [a for a in found if a.task_run_id == t.id] for name, t in tasks.items()}
     by_task[""] = [a for a in found if a.task_run_id is None]
     return tasks, by_task
+
+
+def settled(flow_name: str, timeout: float = 30.0) -> tuple[dict, dict, list]:
+    """flow_run_tasks, the flow run and its logs, once the server has recorded every skipped shard's
+    state as the UI shows it (task run states and logs arrive in batches: Cancelled, named Skipped,
+    tasks/skips.py) and its log line; as they stand when `timeout` ran out otherwise (the test then
+    says what it saw)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName, LogFilter
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    deadline = time.monotonic() + timeout
+    while True:
+        tasks, arts = flow_run_tasks(flow_name)
+        with get_client(sync_client=True) as client:
+            (run,) = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+                name=FlowRunFilterName(like_=f"{flow_name}-")), sort=FlowRunSort.START_TIME_DESC, limit=1)
+            logs = client.read_logs(log_filter=LogFilter(flow_run_id={"any_": [run.id]}))
+        shown = all(t.state.type.value == "CANCELLED" for t in tasks.values() if t.state.name == "Skipped")
+        if shown and any(log.message.startswith("Finished in state Skipped") for log in logs) \
+                or time.monotonic() > deadline:
+            return tasks, arts, [run, logs]
+        time.sleep(0.5)
 
 
 def inspect_output(capsys, run_dir: Path) -> str:
@@ -78,21 +109,36 @@ def test_a_model_that_fails_to_load_fails_its_shards_once_and_the_ui_shows_why(p
     assert f"generate-humaneval-shard-000: {cause}" in err and "sentencepiece or tiktoken installed" in err
     assert "(last warning: You are using a model of type `no-such-architecture`" in err
 
-    tasks, arts = flow_run_tasks(f"{model.name}-humaneval")
+    tasks, arts, (run, logs) = settled(f"{model.name}-humaneval")
     assert set(tasks) == {"load-humaneval", "generate-humaneval-shard-000", "generate-humaneval-shard-001",
                           "execute-humaneval-shard-000", "execute-humaneval-shard-001", "score-humaneval"}
     for i in (0, 1):
         gen = tasks[f"generate-humaneval-shard-00{i}"]
         assert gen.state.type.value == "FAILED" and gen.run_count == 1  # a model error: no retry
-        ex = tasks[f"execute-humaneval-shard-00{i}"]  # not a failure of its own: Skipped, not red
-        assert ex.state.type.value == "COMPLETED" and ex.state.name == "Skipped" and ex.run_count == 1
-    assert tasks["score-humaneval"].state.name == "Skipped"
+        # not a failure of its own (not red), nor done (not green): grey, saying what it waited on
+        ex = tasks[f"execute-humaneval-shard-00{i}"]
+        assert (ex.state.type.value, ex.state.name, ex.run_count) == ("CANCELLED", "Skipped", 1)
+        assert ex.state.message == f"not run: waiting on generate-humaneval-shard-00{i}, which failed"
+    score = tasks["score-humaneval"].state
+    assert (score.type.value, score.name, score.message) == (
+        "CANCELLED", "Skipped", "not run: waiting on generate-humaneval-shard-000 and generate-humaneval-shard-001, "
+                                "which failed")
     assert not [name for name, t in tasks.items() if t.state.type.value == "PENDING"]
+    # its log line says the same, without the Completed type its process kept for what waited on it
+    assert "Finished in state Skipped('not run: waiting on generate-humaneval-shard-000, which failed')" in \
+        [log.message for log in logs if log.task_run_id == tasks["execute-humaneval-shard-000"].id]
+    # the run fails as it always did, with its whole message
+    assert run.state.type.value == "FAILED" and run.state.message.startswith(
+        "Flow run encountered an exception: RunFailed: 2 shards failed (a re-run retries only those;")
+    # and every artifact on it says what it is: no unnamed "result" (the pickled exception's record)
+    everything = [a for found in arts.values() for a in found]
+    assert len(everything) == 3 and all(a.key and a.type == "markdown" for a in everything), \
+        [(a.key, a.type, a.task_run_id) for a in everything]
 
     from codeeval.pipeline.config import RunConfig
 
     run_id = RunConfig(model=str(model), tasks=["humaneval"], limit=3).run_id
-    (summary,) = [a for a in arts[""] if a.key]  # on the evaluate run itself: where a person looks first
+    (summary,) = arts[""]  # on the evaluate run itself: where a person looks first
     assert summary.key == f"summary-{run_id}".lower() and summary.type == "markdown"
     assert f"| humaneval | **failed**: {cause}" in summary.data and "sentencepiece" in summary.data
     assert "### [generate-humaneval-shard-001](http://" in summary.data and "/runs/task-run/" in summary.data
@@ -156,6 +202,59 @@ def test_failing_samples_are_listed_with_their_parquet_file(prefect_api, data_di
     assert "ZeroDivisionError" in artifact.data
     report = inspect_output(capsys, out)
     assert "3 failing samples in the shards written, scored" in report and "#" + artifact.data in report
+
+
+def test_a_shards_artifact_links_each_failing_sample_into_the_runs_view(prefect_api, data_dir, tmp_path, monkeypatch):
+    """With the storage root served over HTTP (docs/viewer.md's command) and CODEEVAL_VIEW_URL naming
+    it, the execution shard's artifact links every failing sample to its page in the run's view,
+    which the run wrote as it ended; each link opens that sample in headless Chromium."""
+    from team_server import CHROMIUM, free_port, with_page
+    from view_data import documented, settle
+
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium package is not installed (make chromium)")
+    port, storage = free_port(), tmp_path / "storage"
+    monkeypatch.setenv("CODEEVAL_STORAGE", str(storage))
+    monkeypatch.setenv("CODEEVAL_VIEW_URL", f"http://127.0.0.1:{port}")
+    saved = tmp_path / "gens.jsonl"
+    saved.write_text("".join(json.dumps({"task_id": f"HumanEval/{i}", "completion": c}) + "\n" for i, c in
+                             enumerate(["\n    return []\n", "\n    raise RuntimeError('boom')\n"])))
+    assert main(["run", "--load_generations_path", str(saved), "--tasks", "humaneval", "--limit", "2", "--model",
+                 "linked", "--allow_code_execution", "--executor", "local", "--data-dir", str(data_dir)]) == 0
+    _, arts = flow_run_tasks("linked-humaneval")
+    (artifact,) = arts["execute-humaneval-shard-000"]
+    (run_dir,) = storage.iterdir()
+    site = f"http://127.0.0.1:{port}/{run_dir.name}/view"
+    assert f"[the run's view]({site}/index.html#task=humaneval&verdict=failed)" in artifact.data
+    links = re.findall(r"\| \[(HumanEval/\d)\]\((http[^)]+)\) \| (\d) \|", artifact.data)
+    assert [(t, s) for t, _, s in links] == [("HumanEval/0", "0"), ("HumanEval/1", "0")], artifact.data
+    (serve,) = [c for c in documented() if "http.server" in c]
+    server = subprocess.Popen(serve.replace("python3", sys.executable).replace("8000", str(port)), shell=True,
+                              env={**os.environ, "CODEEVAL_STORAGE": str(storage)}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+
+    async def drive(page):
+        seen = []
+        for _, url, _ in links:
+            await page.call("Page.navigate", url="about:blank")
+            await page.call("Page.navigate", url=url)
+            await settle(page, "document.querySelector('dl.facts') !== null")
+            seen.append(await page.evaluate("document.querySelector('main h2').textContent"))
+        await page.screenshot("view-from-a-shard-artifact.png")
+        return seen
+
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"{site}/index.html", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        seen = with_page(tmp_path, "chromium", drive)
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    assert seen == ["humaneval · HumanEval/0 · sample 0", "humaneval · HumanEval/1 · sample 0"]
 
 
 def test_inspect_of_a_missing_run_is_one_line(tmp_path, capsys):

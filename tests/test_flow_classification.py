@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from classifier_models import Recipe, ensure_tiny_roberta
 from procs import alive, children
+from view_data import site_data
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "classification"
 # CodeComplex's 67 training records: 12 steps an epoch at the scripts' batch of 6, 60 in 5 epochs
@@ -112,6 +113,14 @@ def test_three_tasks_train_predict_and_score_and_a_rerun_trains_nothing(env, tin
     assert f"codeclone: accuracy A 1.0000  B {results['codeclone']['accuracy']:.4f}" in compared.stdout, compared.stdout
     assert "(McNemar's exact test, 16 problems scored by both)" in compared.stdout, compared.stdout
     assert f"pass->fail: {wrong} problems" in compared.stdout and "fail->pass: 0 problems" in compared.stdout
+
+    # the run's view (written by the flow) shows each test record's label against its prediction
+    _, viewed = site_data(out / "view")
+    for task in tests:
+        rows = predictions(out, task)
+        assert viewed[task]["kind"] == "classification"
+        assert [(r["label"], r["predicted"], r["passed"]) for r in viewed[task]["runs"][0]] == [
+            (r["label_name"], r["predicted_name"], r["label"] == r["predicted"]) for r in rows]
 
 
 def test_a_change_of_a_hyperparameter_or_of_the_data_trains_again(env, tiny, tmp_path):

@@ -2,7 +2,8 @@
 and has no changes; on the third a model's replayed file changes in place, so that some problems
 flip each way, and a model fails to load), and its HTML page opened in headless Chromium (Debian's
 package), its screenshot kept in .cache/screenshots: intervals, problem counts, error bars, the
-flipped problems, the paired comparisons with their links to the samples' Parquet files, and the
+flipped problems, the paired comparisons with their links to the samples' Parquet files and to
+their pages in each night's view, every link of the page leading to a file that exists, and the
 confusion matrices of a model's classification tasks (the oracle on the test fixtures)."""
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from page_links import assert_links_resolve
 
 from codeeval.core.errors import RunFailed, UsageError
+from codeeval.reporting.view import links
 
 REPO = Path(__file__).resolve().parents[1]
 CLASSIFICATION = REPO / "tests" / "fixtures" / "classification"  # the classification tasks' small data sets
@@ -153,11 +156,12 @@ def test_the_first_night_writes_the_leaderboard(nights):
 
 def test_the_leaderboard_parquet_carries_each_scores_uncertainty_and_its_samples(nights):
     """stderr, the 95% interval and its method per row, as results.json has them (checked by hand:
-    1 of 4 problems passes, sample sd 0.5, SE 0.25); the run directory, and the night's copy of the
-    run's Parquet files relative to the leaderboard folder."""
+    1 of 4 problems passes, sample sd 0.5, SE 0.25); the run directory, the night's copy of the
+    run's Parquet files relative to the leaderboard folder, and the night's view of that copy."""
     tmp = nights[0]
     table = pq.read_table(sorted((tmp / "board" / "history").glob("*.parquet"))[0])
-    assert {"stderr", "ci95_low", "ci95_high", "stderr_method", "run_dir", "samples"} <= set(table.column_names)
+    assert {"stderr", "ci95_low", "ci95_high", "stderr_method", "run_dir", "samples", "view"} <= set(
+        table.column_names)
     rows = {(r["model"], r["task"]): r for r in table.to_pylist()}
     weak = rows["weak-model", "humaneval"]
     assert weak["stderr"] == pytest.approx(0.25) and weak["stderr_method"] == "closed form over problems"
@@ -173,6 +177,8 @@ def test_the_leaderboard_parquet_carries_each_scores_uncertainty_and_its_samples
     for r in rows.values():
         assert r["samples"] == f"samples/{night}/{r['run_id']}", r
         assert (tmp / "board" / r["samples"] / r["task"] / "problems.parquet").is_file()
+        assert r["view"] == f"views/{night}/{r['run_id']}", r
+        assert (tmp / "board" / r["view"] / "index.html").is_file()
 
 
 def test_the_second_night_recomputes_nothing_and_has_no_changes(nights):
@@ -189,7 +195,7 @@ def test_the_second_night_recomputes_nothing_and_has_no_changes(nights):
 
 def test_every_night_keeps_its_own_history_file_and_its_own_run_name(nights):
     """Three nights within a minute: three snapshots (none overwritten), three distinct run names;
-    each night's copy of the samples under samples/<night>/<run_id>."""
+    each night's copy of the samples under samples/<night>/<run_id>, and its view under views/<night>/<run_id>."""
     tmp = nights[0]
     history = sorted((tmp / "board" / "history").glob("leaderboard-*.parquet"))
     assert len(history) == 3, history
@@ -198,6 +204,8 @@ def test_every_night_keeps_its_own_history_file_and_its_own_run_name(nights):
     assert [len(pq.read_table(p)) for p in history] == [8, 8, 9]
     copies = sorted(p.relative_to(tmp / "board" / "samples").parts[0] for p in (tmp / "board" / "samples").glob("*/*"))
     assert copies == sorted(p.stem[len("leaderboard-"):] for p in history for _ in range(4))
+    views = (tmp / "board" / "views").glob("*/*/index.html")
+    assert sorted(p.relative_to(tmp / "board" / "views").parts[0] for p in views) == copies
     names = flow_run_names()
     assert len(names) == len(set(names)) >= 3, names
     assert all(re.fullmatch(r"nightly-models-\d{4}-\d\d-\d\dT\d{6}Z-[0-9a-f]{8}", n) for n in names), names
@@ -300,8 +308,9 @@ def test_the_leaderboard_page_in_headless_chromium(nights, tmp_path):
     with its whole cause, every score with its 95% interval and problem count, the changes and the
     flipped problems as HTML tables, a trend over the three nights per task, bars with error bars,
     the paired comparisons (the one refused for another problem set says why), the confusion
-    matrices of the classification tasks, sorting; its screenshot kept (.cache/screenshots/leaderboard.png),
-    the matrices inside it."""
+    matrices of the classification tasks, sorting; every link opens a file that exists (each score
+    its task in tonight's view of its run, each flipped problem its sample in both nights' views);
+    its screenshot kept (.cache/screenshots/leaderboard.png), the matrices inside it."""
     from team_server import keep_screenshot
 
     board = nights[0] / "board" / "index.html"
@@ -313,14 +322,16 @@ def test_the_leaderboard_page_in_headless_chromium(nights, tmp_path):
 
     dom = chromium("--dump-dom", board.as_uri() + "#sort=1-asc", cwd=tmp_path)
     body = dom[dom.index("<tbody>"):dom.index("</tbody>")]
-    row = r'<tr(?: class="failed")?><td>([^<]+)</td>'
     # sorted by humaneval pass@1, ascending, by the page's script: the failed model first
     # (a model without a humaneval score, or failed on it, sorts as -1: the two keep their order)
-    assert re.findall(row, body) == ["classifier-oracle", f"{broken} (failed)", "weak-model", "reference",
-                                     "oracle-subset"]
+    assert model_names(body) == ["classifier-oracle", f"{broken} (failed)", "weak-model", "reference",
+                                 "oracle-subset"]
     assert 'data-order="asc"' in dom
-    scores = re.findall(r'<td data-value="([^"]+)" data-problems="(\d+)"[^>]*>[0-9.]+<span class="ci">'
-                        r'\[([0-9.]+), ([0-9.]+)\]</span><span class="problems">(\d+) problems</span></td>', body)
+    hrefs = assert_links_resolve(board, dom)  # every link of the page opens a file beside it
+    assert_cells_link_their_views(dom, board.parent, hrefs)
+    scores = re.findall(r'<td data-value="([^"]+)" data-problems="(\d+)"[^>]*><a class="view" href="[^"]+">[0-9.]+'
+                        r'</a><span class="ci">\[([0-9.]+), ([0-9.]+)\]</span><span class="problems">(\d+) problems'
+                        r'</span></td>', body)
     assert sorted(scores) == [("0.5", "4", "0.0000", "1.0000", "4"), ("1", "16", "1.0000", "1.0000", "16"),
                               ("1", "2", "1.0000", "1.0000", "2"), ("1", "4", "1.0000", "1.0000", "4"),
                               ("1", "4", "1.0000", "1.0000", "4"), ("1", "8", "1.0000", "1.0000", "8")]
@@ -345,6 +356,7 @@ def test_the_leaderboard_page_in_headless_chromium(nights, tmp_path):
     assert re.findall(r'data-problem="([^"]+)"', down) == ["HumanEval/3"]
     assert re.findall(r'data-problem="([^"]+)"', up) == ["HumanEval/0", "HumanEval/1"]
     assert_links_hold(board.parent, down, "HumanEval/3", before=True, tonight=False)
+    assert_links_hold(board.parent, up, "HumanEval/1", before=False, tonight=True)
     reference = flips[flips.index('<tr data-model="reference" data-task="humaneval"'):]
     assert reference[:reference.index("</tr>")].count("<td>none</td>") == 2  # no flips: no colour
 
@@ -387,8 +399,40 @@ def test_the_leaderboard_page_in_headless_chromium(nights, tmp_path):
     assert "failed tonight: nothing to compare" in dom
     dom = chromium("--dump-dom", board.as_uri() + "#sort=1-desc", cwd=tmp_path)
     body = dom[dom.index("<tbody>"):dom.index("</tbody>")]
-    assert re.findall(row, body) == ["reference", "oracle-subset", "weak-model", "classifier-oracle",
-                                     f"{broken} (failed)"]
+    assert model_names(body) == ["reference", "oracle-subset", "weak-model", "classifier-oracle",
+                                 f"{broken} (failed)"]
+
+
+def model_names(body: str) -> list[str]:
+    """The leaderboard's rows in the order shown: each one's first cell as text."""
+    return [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r'<tr(?: class="failed")?><td>(.*?)</td>', body)]
+
+
+def assert_cells_link_their_views(dom: str, board: Path, hrefs: list[str]) -> None:
+    """Each score links to its task in the view its row names (tonight's, of its model's run), each
+    model's name to that view's first page; the failed model, new tonight, has no view: no links."""
+    table = dom[dom.index('<table class="sortable" id="leaderboard">'):]
+    table = table[:table.index("</table>")]
+    tasks = [head.split()[0] for head in re.findall(r"<th[^>]*>([^<]*)</th>", table)[1:-1]]
+    rows = [r for r in pq.read_table(board / "leaderboard.parquet").to_pylist() if r["primary"]]
+    night = sorted((board / "history").glob("*.parquet"))[-1].stem[len("leaderboard-"):]
+    view = {r["model"]: r["view"] for r in rows if r["view"]}
+    assert set(view.values()) == {f"views/{night}/{r['run_id']}" for r in rows if not r["error"]}
+    expected = {(r["model"], r["task"]): r["view"] and links.href(r["view"], task=r["task"]) for r in rows}
+    shown = {}
+    for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", table[table.index("<tbody>"):], re.S):
+        name, *cells = re.findall(r"<td[^>]*>(.*?)</td>", re.sub(r' title="[^"]*"', "", tr))  # a cause holds ">"
+        model = html.unescape(re.sub(r"<[^>]+>", "", name)).removesuffix(" (failed)")
+        named = re.match(r'<a class="view" href="([^"]+)">', name)
+        assert (html.unescape(named.group(1)) if named else None) == (
+            links.href(view[model]) if model in view else None), name
+        for task, cell in zip(tasks, cells):
+            link = re.match(r'<a class="view" href="([^"]+)">', cell)
+            if (model, task) in expected or link:
+                shown[model, task] = html.unescape(link.group(1)) if link else None
+    assert shown == expected and None in shown.values()  # the failed model's cell
+    for (model, task), link in shown.items():
+        assert link is None or (link.endswith(f"#task={task}") and link in hrefs), (model, task, link)
 
 
 def gold_counts(board: Path, task: str) -> Counter:
@@ -513,6 +557,32 @@ def test_the_page_draws_the_matrices_of_the_models_that_ran_tonight():
         assert "Confusion matrices" not in plain and ".matrix" not in plain
 
 
+def test_a_failed_models_row_links_the_view_of_the_run_its_values_are_from():
+    """page.render: a model that failed tonight keeps its previous rows, so its name and its greyed
+    cells link into the view of that earlier run (the one its rows name), each cell at its task; a
+    cell with no earlier value links nowhere, nor does a leaderboard's row from before views."""
+    from codeeval.core.results import LeaderboardRow
+    from codeeval.reporting.page import VIEW_STYLE, render
+
+    earlier = "views/2026-11-23T020000Z/m-0123456789ab"
+    rows = [LeaderboardRow(model="m", task="humaneval", metric="pass@1", value=0.5, problems=4, run_id="r",
+                           date="2026-11-23", samples="samples/2026-11-23T020000Z/m-0123456789ab", view=earlier,
+                           error="ValueError: boom"),
+            LeaderboardRow(model="m", task="mbpp", date="2026-11-24", error="ValueError: boom"),
+            LeaderboardRow(model="old", task="humaneval", metric="pass@1", value=1.0, problems=4, run_id="o",
+                           date="2026-11-24")]
+    page = render(rows, "2026-11-24 02:00 UTC", [], None, {"m": "ValueError: boom"}, [("2026-11-24T020000Z", rows)])
+    body = page[page.index("<tbody>"):page.index("</tbody>")]
+    (failed,) = re.findall(r'<tr class="failed">(.*?)</tr>', body)
+    assert re.findall(r'<a class="view" href="([^"]+)">', failed) == [
+        html.escape(links.href(earlier)), html.escape(links.href(earlier, task="humaneval"))]
+    assert failed.startswith(f'<td><a class="view" href="{html.escape(links.href(earlier))}">m</a> (failed)</td>')
+    assert '<td class="failed-cell" data-value="-1" title="ValueError: boom">failed</td>' in failed
+    (plain,) = re.findall(r"<tr><td>old</td>(.*?)</tr>", body)
+    assert "<a " not in plain and VIEW_STYLE in page
+    assert VIEW_STYLE not in render(rows[2:], "2026-11-24 02:00 UTC", [], None, {}, [("2026-11-24T020000Z", rows[2:])])
+
+
 def paired_rows(dom: str) -> dict:
     """(model, task, against) -> the cells' text of its row in the paired comparisons."""
     out = {}
@@ -526,13 +596,18 @@ def paired_rows(dom: str) -> dict:
 
 
 def assert_links_hold(board: Path, cell: str, task_id: str, before: bool, tonight: bool) -> None:
-    """The relative links of a flipped problem lead to the Parquet files holding its rows, whose
-    verdicts are the ones the flip says."""
+    """The relative links of a flipped problem lead to its sample's page in each night's view (the
+    view the night's row names) and to the Parquet files holding its rows, whose verdicts are the
+    ones the flip says."""
     item = cell[cell.index(f'data-problem="{task_id}"'):]
     item = item[:item.index("</li>")]
-    links = re.findall(r'(before|tonight) <a href="([^"]+)"[^>]*>[^<]+</a> sample (\d+)', item)
-    assert [(w, int(n)) for w, _, n in links] == [("before", 0), ("tonight", 0)], item
-    for (which, href, sample), verdict in zip(links, (before, tonight)):
+    found = re.findall(r'(before|tonight) <a class="view" href="([^"]+)">sample (\d+)</a> '
+                       r'\(<a class="parquet" href="([^"]+)"', item)
+    assert [(w, int(n)) for w, _, n, _ in found] == [("before", 0), ("tonight", 0)], item
+    history = [pq.read_table(p).to_pylist() for p in sorted((board / "history").glob("*.parquet"))]
+    views = [r["view"] for rows in history[1:] for r in rows if r["model"] == "weak-model"]  # the last two nights'
+    for (_, view, sample, href), verdict, night_view in zip(found, (before, tonight), views):
+        assert html.unescape(view) == links.href(night_view, task="humaneval", sample=(task_id, int(sample)))
         assert not href.startswith("/") and href.startswith("samples/"), href
         rows = pq.read_table(board / html.unescape(href)).to_pylist()
         assert [r["passed"] for r in rows if r["task_id"] == task_id and r["sample"] == int(sample)] == [verdict]

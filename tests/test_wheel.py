@@ -32,7 +32,8 @@ def test_wheel_and_sdist_hold_every_file_of_the_package(built_wheel, tmp_path):
     assert {"codeeval/executors/repo/jobs.py", "codeeval/executors/multiple/harness.py",
             "codeeval/benchmarks/harness/evalplus.py", "codeeval/containers/build.sh",
             "codeeval/constraints.txt", "codeeval/flows/deployments/prefect.yaml",
-            "codeeval/flows/deployments/models.yaml"} <= set(wheel)
+            "codeeval/flows/deployments/models.yaml", "codeeval/reporting/view/app.js",
+            "codeeval/reporting/view/shell.html"} <= set(wheel)
     # one list of tested versions: the checkout's constraints.txt is the file the wheel carries
     assert (src / "constraints.txt").resolve() == (src / "codeeval" / "constraints.txt").resolve()
     print(f"wheel: {len(wheel)} files; sdist: {len(sdist)} files")
@@ -61,3 +62,6 @@ def test_the_installed_wheel_runs_outside_the_checkout(installed_wheel, tmp_path
         "--output_dir", out, cwd=elsewhere, env=env)
     scores = json.loads((out / "humaneval" / "metrics.json").read_text())
     assert scores["metrics"]["pass@1"] == 1.0 and scores["problems"] == 5, scores
+    # the page of every sample, from the files the wheel carries (app.js, app.css, the shell)
+    assert {p.name for p in (out / "view").iterdir()} == {"index.html", "app.js", "app.css", "data"}
+    assert "codeevalView" in (out / "view" / "app.js").read_text()

@@ -162,6 +162,9 @@ class LeaderboardRow:
     # the night's own copy of the run's problems/generations/executions Parquet (the paired comparisons
     # read it), relative to the leaderboard folder: samples/<night>/<run_id> (reporting/paired.py)
     samples: Optional[str] = None
+    # the night's view of that copy (`codeeval view`'s site), relative to the leaderboard folder:
+    # views/<night>/<run_id> (reporting/view/nights.py; the page's cells and flips link into it); null before views
+    view: Optional[str] = None
     error: Optional[str] = None  # a model whose run failed tonight: its root cause (its rows are older, or empty)
     # what the task's generations rest on through an API (results.json's `api`: every answer, sent or journaled);
     # null for a backend that loads weights, and in leaderboards written before these columns

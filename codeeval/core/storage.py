@@ -125,6 +125,17 @@ def fetch(path: Path) -> Path:
     return files.write_atomically(path, lambda tmp: fs.get_file(key, tmp))
 
 
+def refresh(path: Path) -> Path:
+    """`path` as the store holds it now, when it holds one: for a file that every night rewrites
+    (leaderboard.parquet), whose copy on this host may be of a night an other host has since followed."""
+    path = Path(path)
+    if (remote := _remote(path)) is not None:
+        fs, key = remote
+        if fs.exists(key):
+            return files.write_atomically(path, lambda tmp: fs.get_file(key, tmp))
+    return path
+
+
 def fetch_dir(path: Path) -> Path:
     """Every file the store has under the folder `path` that this host lacks or holds shorter (files
     that other hosts append to, e.g. the request journal's); a no-op without a store."""

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
-from prefect import allow_failure, flow, get_run_logger
+from prefect import allow_failure, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.settings import PREFECT_UI_URL
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -22,6 +22,7 @@ from codeeval.core.errors import RunFailed
 from codeeval.core.fingerprint import code_version
 from codeeval.core.results import RunResults
 from codeeval.executors.pool import POOL
+from codeeval.flows.ending import flow  # prefect.flow, ending Failed with no unnamed result artifact
 from codeeval.flows.guard import enforce, worker_policy
 from codeeval.flows.launchers import launcher
 from codeeval.flows.links import name_own_link
@@ -33,9 +34,17 @@ from codeeval.pipeline.keys import shard_keys, training_keys
 from codeeval.pipeline.plan import check
 from codeeval.pipeline.policy import config_request
 from codeeval.pipeline.publish import publish, shard_writers
-from codeeval.reporting.summary import (ShardFailure, failure_headline, failure_message, results_table, summary_line,
-                                        summary_markdown)
-from codeeval.tasks.shards import KEPT, SKIPPED, load_problems, score_task
+from codeeval.reporting.summary import (
+    ShardFailure,
+    failure_headline,
+    failure_message,
+    results_table,
+    summary_line,
+    summary_markdown,
+)
+from codeeval.reporting.view.site import write_run_view
+from codeeval.tasks.shards import KEPT, load_problems, score_task
+from codeeval.tasks.skips import SKIPPED
 
 explain_failures()
 
@@ -181,12 +190,22 @@ def _reuse(gens: list, execs: list, trains: list, classifies: bool) -> Reuse:
                  generate_reused=tuple(i for i, f in enumerate(gens) if _cached(f)))
 
 
+def _write_view(layout: artifacts.RunLayout) -> None:
+    """Every sample of the run, whole or failed, as a page (codeeval/reporting/view/): what the
+    shards' artifacts link to. A view that cannot be written is a warning, never the run's failure."""
+    try:
+        write_run_view(layout.root)
+    except Exception as exc:  # noqa: BLE001 - the scores stand without their page
+        get_run_logger().warning("the run's view was not written: %s", failures.root_cause(exc))
+
+
 def _outcome(config: RunConfig, layout: artifacts.RunLayout, plans: dict[str, PlannedTask], runs: list[_Run],
              scores: dict) -> tuple[dict, list]:
     """Waits for every run; the scores and the shards' writers, once the summary artifact is made;
     RunFailed when a shard failed or was skipped, with each failed shard's root cause."""
     for run in runs:
         run.future.wait()
+    _write_view(layout)
     failed = [_shard_failure(layout, run) for run in runs if not run.future.state.is_completed()]
     skipped = [run.name for run in runs if run.future.state.name == SKIPPED]
     scored = {name: f.result() for name, f in scores.items() if f.state.is_completed() and f.state.name != SKIPPED}

@@ -25,6 +25,7 @@ import os
 import threading
 
 from codeeval.core.errors import Explained, RunFailed, no_space
+from codeeval.tasks.skips import SKIPPED
 
 LOGGERS = ("prefect.flow_runs", "prefect.task_runs", "prefect.engine")
 
@@ -52,6 +53,7 @@ def api_unreachable(error: BaseException) -> str | None:
 ENCOUNTERED = "Encountered exception during execution:"
 FINISHED_FAILED = "Finished in state Failed("
 ENGINE_EXITED = "Engine execution exited with unexpected exception"
+FINISHED_SKIPPED = f"Finished in state {SKIPPED}("  # Prefect's task engine, for a state of that name
 
 
 class _Explained(logging.Filter):
@@ -86,7 +88,11 @@ class _Explained(logging.Filter):
         return True
 
     def _finished(self, record: logging.LogRecord) -> bool:
-        """"Finished in state Failed(...)" of a run that a RunFailed ended: its headline."""
+        """"Finished in state Failed(...)" of a run that a RunFailed ended: its headline. A skipped shard's
+        line without the type of the state its process keeps (Completed): the server's, which the UI
+        shows, is Cancelled (tasks/skips.py)."""
+        if str(record.msg).startswith(FINISHED_SKIPPED):
+            record.msg = str(record.msg).replace(", type=COMPLETED)", ")")
         if str(record.msg).startswith(FINISHED_FAILED):
             with self.lock:
                 headline = self.headlines.pop(str(getattr(record, "flow_run_id", "")), None)

@@ -4,31 +4,37 @@ date) and a static index.html, and publish a Prefect table artifact (`leaderboar
 markdown artifact of the changes since the previous night (`leaderboard-changes`).
 
 Every night's leaderboard is also kept as history/leaderboard-<UTC timestamp>.parquet, never
-overwritten (the page's trend charts read them), and each model's Parquet files as
+overwritten (the page's trend charts read them), each model's Parquet files as
 samples/<UTC timestamp>/<run_id> (what the paired comparisons read, tonight's and the next night's:
-codeeval/reporting/paired.py). A model whose run fails keeps its previous rows
-(their date says how old they are), carries its root cause (every failed shard's) on the page,
-in the table and in the changes, and fails the flow run once the page is written, so the UI
-shows it red while the leaderboard stays complete. The page also draws tonight's confusion matrix of
-each model on each classification task (codeeval/reporting/matrix.py), from the results in hand.
+codeeval/reporting/paired.py), and the view of that copy as views/<UTC timestamp>/<run_id>
+(`codeeval view`'s site: the page's cells and flipped problems link into it;
+codeeval/reporting/view/nights.py). With CODEEVAL_STORAGE a URL and the leaderboard under it, all of
+it is put in the store, pruning included, so the page and its links work from the store or from any
+host's mirror of it. A model whose run fails keeps its previous rows (their date says how old they
+are), carries its root cause (every failed shard's) on the page, in the table and in the changes,
+and fails the flow run once the page is written, so the UI shows it red while the leaderboard stays
+complete. The page also draws tonight's confusion matrix of each model on each classification task
+(codeeval/reporting/matrix.py), from the results in hand.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Optional
 
-from prefect import flow, get_run_logger
+from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from codeeval.core import artifacts
 from codeeval.core.results import LeaderboardRow, reuse_json
 from codeeval.core.errors import RunFailed
+from codeeval.flows.ending import flow  # prefect.flow, ending Failed with no unnamed result artifact
 from codeeval.flows.evaluate import evaluate
 from codeeval.flows.guard import enforce, worker_policy
-from codeeval.pipeline import usage
+from codeeval.pipeline import failures, usage
 from codeeval.pipeline.plan import check
 from codeeval.pipeline.policy import nightly_request
 from codeeval.reporting import charts, matrix, nightly, page, paired
+from codeeval.reporting.view import nights
 
 
 def _run_name() -> str:
@@ -70,12 +76,18 @@ def nightly_leaderboard(models_file: str, output_dir: Optional[str] = None, runs
                         i, len(configs), config.model)
             rows += nightly.failed_rows(previous, config.model, config.tasks, failed[config.model], date)
             continue
+        samples = view = None
         try:  # what tomorrow's paired comparison reads, kept as it is tonight
             samples = paired.keep_samples(out, nightly.night_of(snapshot), results)
         except OSError as exc:
-            samples = None
             log.warning("%s: its samples were not kept (no paired comparison): %s", config.model, exc)
-        mine = nightly.rows_of(results, date, samples)
+        if samples is not None:
+            try:  # the page's links into the run's samples
+                view = nights.keep_view(out, samples)
+            except Exception as exc:  # noqa: BLE001 - a view that cannot be built costs its links, not the night
+                log.warning("%s: its view was not written (its cells link nowhere): %s", config.model,
+                            failures.root_cause(exc))
+        mine = nightly.rows_of(results, date, samples, view)
         rows += mine
         log.info("model %d of %d done: %s", i, len(configs), nightly.scores_text([config.model], mine, {}).strip())
         reused[config.model] = {task: reuse_json(detail.reused) for task, detail in results.tasks.items()}
@@ -91,7 +103,9 @@ def nightly_leaderboard(models_file: str, output_dir: Optional[str] = None, runs
     nightly.write_leaderboard(board, rows)
     nightly.write_leaderboard(snapshot, rows)
     history = nightly.with_tonight(history, snapshot)
-    paired.prune(out, [rows for _, rows in history[-paired.KEEP_NIGHTS:]])
+    kept = [rows for _, rows in history[-paired.KEEP_NIGHTS:]]
+    paired.prune(out, kept)
+    nights.prune(out, kept)
     changes_md = nightly.changes_markdown(delta, previous_date, date, failed, comparisons)
     html = artifacts.write_bytes(out / "index.html", page.render(
         rows, f"{charts.short_night(night)} UTC", delta, previous_date, failed, history, comparisons,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 
-from prefect import flow, get_run_logger, task
+from prefect import get_run_logger, task
 
 from codeeval.core import storage
 from codeeval.core.artifacts import RunLayout
@@ -26,12 +26,14 @@ from codeeval.core.contracts import ShardId
 from codeeval.core.errors import Explained
 from codeeval.executors import SandboxSpec
 from codeeval.executors.pool import POOL
+from codeeval.flows.ending import flow  # prefect.flow, ending Failed with no unnamed result artifact
 from codeeval.flows.guard import enforce, from_deployment, worker_policy
 from codeeval.flows.links import name_link
 from codeeval.flows.logs import explain_failures
 from codeeval.generation import LOADS_WEIGHTS, BackendSpec, devices
 from codeeval.pipeline.policy import shard_request
-from codeeval.tasks.shards import _kept, _skipped, content_key, execute_shard, generate_shard, shard_file, stale
+from codeeval.tasks.shards import _kept, content_key, execute_shard, generate_shard, shard_file, stale
+from codeeval.tasks.skips import skipped
 from codeeval.tasks.training import predict_shard, train_task
 from codeeval.training.args import TrainArgs
 
@@ -132,14 +134,15 @@ def remote_shard(deployment: str, shard: ShardId, parameters: dict, key: str, af
     its generation shard's result as `after` (its file's path, or the upstream error). A shard
     whose file is already there (same key) is kept without starting anything; one whose input
     a failed shard never wrote is Skipped, like the in-process shards."""
+    if deployment in (EXECUTE, PREDICT):  # `after`: its generation shard's file, or its training's
+        upstream = ShardId(shard.task, "generate", shard.index) if deployment == EXECUTE else \
+            ShardId(shard.task, "train", 0)
+        if ends := skipped([(RunLayout.run_name(upstream), after)]):
+            return ends
     if deployment == EXECUTE:
-        if skipped := _skipped([after]):
-            return skipped
         parameters = {**parameters, "generations_path": after}
         key = content_key({"cache_key": key, "generations_path": after})  # as execute_shard's own key
     elif deployment == PREDICT:
-        if skipped := _skipped([after]):
-            return skipped
         parameters = {**parameters, "trained_path": after}
     out_path = shard_file(parameters["run_dir"], shard)
     if kept := _kept(out_path, key):  # this process's code wrote it (the worker's would be checked there)

@@ -16,7 +16,7 @@ import time
 import traceback
 from collections import Counter
 from pathlib import Path
-from typing import Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 from codeeval.core import artifacts
 from codeeval.core.contracts import ShardId
@@ -107,16 +107,22 @@ def _tail(text: Optional[str], lines: int = TAIL_LINES) -> list[str]:
     return (text or "").strip().splitlines()[-lines:]
 
 
-def samples_markdown(name: str, shard: str, rows: list[dict], parquet: str, shown: int = SHOWN) -> Optional[str]:
-    """The failing samples of an execution shard (None when every sample passed)."""
+def samples_markdown(name: str, shard: str, rows: list[dict], parquet: str, shown: int = SHOWN,
+                     view: Optional[Callable[..., str]] = None) -> Optional[str]:
+    """The failing samples of an execution shard (None when every sample passed). `view(**state)`: the
+    address of a state of the run's view (reporting/view/links.py), when it can be linked."""
     failed = [r for r in rows if r["passed"] is False]
     if not failed:
         return None
     statuses = ", ".join(f"{k}={v}" for k, v in sorted(Counter(r["status"] for r in rows).items()))
     lines = [f"# {name} {shard}: {len(failed)} of {len(rows)} samples failed", "",
-             f"Statuses: {statuses}  ", f"Parquet: `{parquet}`", "",
-             "| task id | sample | status | detail |", "|---|---|---|---|"]
-    lines += [f"| {r['task_id']} | {r['sample']} | {r['status']} | {_cell(r['detail'])} |" for r in failed[:shown]]
+             f"Statuses: {statuses}  ", f"Parquet: `{parquet}`  "]
+    if view is not None:
+        lines.append(f"Every sample of the run: [the run's view]({view(task=name, verdict='failed')})")
+    lines += ["", "| task id | sample | status | detail |", "|---|---|---|---|"]
+    link = (lambda r: view(task=name, sample=(r["task_id"], r["sample"]))) if view else (lambda r: None)
+    lines += [f"| {_linked(r['task_id'], link(r))} | {r['sample']} "
+              f"| {r['status']} | {_cell(r['detail'])} |" for r in failed[:shown]]
     lines.append("")
     for r in failed[:shown]:
         tail = _tail(r["stderr_tail"] or r["detail"])
@@ -125,6 +131,10 @@ def samples_markdown(name: str, shard: str, rows: list[dict], parquet: str, show
     if len(failed) > shown:
         lines.append(f"... and {len(failed) - shown} more (the Parquet file has them all)")
     return "\n".join(lines)
+
+
+def _linked(text: str, url: Optional[str]) -> str:
+    return f"[{_cell(text)}]({url})" if url else _cell(text)
 
 
 def _cell(text: Optional[str]) -> str:

@@ -157,9 +157,11 @@ def _describe(hint: Any) -> str:
     return "null" if hint is type(None) else getattr(hint, "__name__", str(hint))
 
 
-def rows_of(results: RunResults, date: str, samples: Optional[str] = None) -> list[LeaderboardRow]:
+def rows_of(results: RunResults, date: str, samples: Optional[str] = None,
+            view: Optional[str] = None) -> list[LeaderboardRow]:
     """One row per numeric metric of each task in a results.json, with its standard error and 95%
-    interval when the score stage computed them; `samples`: the night's copy of the run's files."""
+    interval when the score stage computed them; `samples`: the night's copy of the run's files,
+    `view`: the night's view of it (reporting/view/nights.py)."""
     rows = []
     for task, detail in results.tasks.items():
         metrics = results.metrics.get(task)
@@ -174,7 +176,7 @@ def rows_of(results: RunResults, date: str, samples: Optional[str] = None) -> li
                     model=results.model, task=task, metric=metric, value=float(value), primary=metric == head,
                     problems=detail.problems, stderr=detail.stderr.get(metric), ci95_low=low, ci95_high=high,
                     stderr_method=detail.stderr_method.get(metric), run_id=results.run_id, date=date,
-                    run_dir=results.run_dir, samples=samples, prompt_tokens=api.get("prompt_tokens"),
+                    run_dir=results.run_dir, samples=samples, view=view, prompt_tokens=api.get("prompt_tokens"),
                     completion_tokens=api.get("completion_tokens")))
     return rows
 
@@ -264,7 +266,8 @@ def write_leaderboard(path: Path, rows: Iterable[LeaderboardRow]) -> Path:
 
 
 def read_leaderboard(path: Path) -> list[LeaderboardRow]:
-    return _rows(path) if storage.fetch(path).exists() else []
+    """The leaderboard as the store holds it (another host may have written the last night), else this host's."""
+    return _rows(path) if storage.refresh(path).exists() else []
 
 
 def _rows(path: Path) -> list[LeaderboardRow]:

@@ -6,8 +6,10 @@ bars, per classification task each model's confusion matrix as a heat map
 (codeeval/reporting/matrix.py), and per model its paired comparisons
 (codeeval/reporting/paired_page.py).
 Self-contained (inline CSS, JS and SVG, codeeval/reporting/charts.py): it opens from a
-file, on a machine with no network, and can be served by any static web server (the links to the
-samples' Parquet files are relative: samples/ sits beside index.html)."""
+file, on a machine with no network, and can be served by any static web server. Each score links to
+its task in the run's view of that night, a model's name to its run's view, a flipped problem to its
+sample's page (views/, reporting/view/nights.py) and its Parquet rows (samples/): relative links, both
+folders sit beside index.html."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -19,6 +21,7 @@ from codeeval.reporting.charts import esc as _esc
 from codeeval.reporting.matrix import MATRIX_STYLE, Confusion, confusion_section
 from codeeval.reporting.paired import Paired
 from codeeval.reporting.paired_page import flips_table, sections
+from codeeval.reporting.view import links
 
 SCRIPT = """
 function sortBy(table, col, asc) {
@@ -66,6 +69,10 @@ td.up { color: #1a7f37; } td.down { color: #b00; }
 .legend { list-style: none; padding: 0; }
 .swatch { display: inline-block; width: 1em; height: .6em; margin-right: .4em; }
 """
+# added to STYLE only where a row names a view (a leaderboard from before views: the page it was)
+VIEW_STYLE = """
+a.view { color: inherit; text-decoration: underline dotted #999; } a.view:hover { text-decoration: underline; }
+"""
 
 
 def _interval(r: LeaderboardRow) -> tuple[str, str]:
@@ -91,7 +98,12 @@ def _score(r: Optional[LeaderboardRow], date: str) -> str:
     interval, tip = _interval(r)
     return (f'<td{klass} data-value="{r.value:.6g}" data-problems='
             f'"{r.problems if r.problems is not None else ""}" title="run {_esc(r.run_id)}{_esc(tip)}">'
-            f'{r.value:.4f}{interval}{problems}{since}</td>')
+            f'{_linked(f"{r.value:.4f}", r.view, task=r.task)}{interval}{problems}{since}</td>')
+
+
+def _linked(text: str, view: Optional[str], **state) -> str:
+    """`text` (HTML) as a link into the run's view at `state` (links.fragment), when the row names a view."""
+    return f'<a class="view" href="{_esc(links.href(view, **state))}">{text}</a>' if view else text
 
 
 def _tokens(cells: list[Optional[LeaderboardRow]]) -> str:
@@ -111,7 +123,9 @@ def _table(rows: list[LeaderboardRow], tasks: list[str], metric_of: dict, date: 
     body = []
     for model in dict.fromkeys(r.model for r in rows):
         mark = ' class="failed"' if model in errors else ""
-        label = f"{_esc(model)} (failed)" if model in errors else _esc(model)
+        views = {r.view for r in rows if r.model == model and r.view}  # a failed model's: its kept rows' run
+        name = _linked(_esc(model), views.pop() if len(views) == 1 else None)
+        label = f"{name} (failed)" if model in errors else name
         cells = [cell.get((model, t)) for t in tasks]
         body.append(f'<tr{mark}><td>{label}</td>{"".join(_score(c, date) for c in cells)}{_tokens(cells)}</tr>')
     return (f'<table class="sortable" id="leaderboard"><thead><tr><th>model</th>{head}'
@@ -179,7 +193,7 @@ def render(rows: list[LeaderboardRow], updated: str, delta: list[dict], previous
     charts = "".join(bars(t, metric_of.get(t) or "", by_task[t]) for t in tasks if by_task[t])
     tonight = {m: per_task for m, per_task in (matrices or {}).items() if m not in failed}
     confusions = confusion_section(tasks, tonight)
-    style = STYLE + (MATRIX_STYLE if confusions else "")  # a page without a matrix: as it was before them
+    style = STYLE + (MATRIX_STYLE if confusions else "") + (VIEW_STYLE if any(r.view for r in rows) else "")
     return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>codeeval leaderboard {_esc(date)}</title>'
             f'<style>{style}</style></head><body><h1>codeeval leaderboard</h1><p>Updated {_esc(updated)}; '
             f'{len(models)} models, {len(tasks)} tasks; each score with its 95% interval over problems '

@@ -8,15 +8,16 @@ rewrites its shards there. So every night keeps its own copy of what a compariso
 task's problems, generations and executions Parquet, hard links where the filesystem allows:
 a shard is replaced by a rename, never edited, so a link keeps the old night's file for nothing
 until it changes) under samples/<night>/<run_id> in the leaderboard folder; the rows' `samples`
-column names it, relative to that folder (the page links into it). Copies no longer named by the
-last KEEP_NIGHTS nights' rows are removed. With CODEEVAL_STORAGE a URL (core/storage.py) the copies
-are put in the store, read from it by a host that lacks them, and removed from it.
+column names it, relative to that folder (the night's view is built from it: reporting/view/nights.py).
+Copies no longer named by the last KEEP_NIGHTS nights' rows are removed. With CODEEVAL_STORAGE a URL
+(core/storage.py) the copies are put in the store, read from it by a host that lacks them, and
+removed from it.
 """
 from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -53,6 +54,7 @@ class Paired:
     why: str = ""  # one line, when not compared
     pass_to_fail: tuple[Flip, ...] = ()
     fail_to_pass: tuple[Flip, ...] = ()
+    views: tuple[Optional[str], Optional[str]] = (None, None)  # A's and B's night's view (the rows' `view`)
 
 
 def keep_samples(out: Path, night: str, results: RunResults) -> str:
@@ -85,8 +87,13 @@ def _link(source: Path, target: Path) -> None:
 def prune(out: Path, recent: Iterable[list[LeaderboardRow]]) -> list[Path]:
     """Remove the copies under out/samples that no row of `recent` (the last nights) names, here and
     in the store (where other hosts' nights are too)."""
-    named = {r.samples for rows in recent for r in rows}
-    samples = out / SAMPLES
+    return prune_copies(out, SAMPLES, {r.samples for rows in recent for r in rows})
+
+
+def prune_copies(out: Path, folder: str, named: set[Optional[str]]) -> list[Path]:
+    """Remove each out/<folder>/<night>/<run_id> whose path relative to `out` is not in `named`, and
+    each night left empty, here and in the store: the samples/ copies, and the views/ built of them."""
+    samples = out / folder
     nights = set(samples.glob("*")) | set(storage.folders(samples))
     copies = set(samples.glob("*/*")) | {copy for night in nights for copy in storage.folders(night)}
     removed = []
@@ -144,7 +151,8 @@ def compare_nights(out: Path, rows: list[LeaderboardRow], previous: list[Leaderb
                                        "(a leaderboard written before samples/ was kept)"))
             else:
                 result, why = compare(task, other.samples, r.samples)
-                out_list.append(_with_flips(out, Paired(model, task, against, label, result, why)))
+                out_list.append(_with_flips(out, Paired(model, task, against, label, result, why,
+                                                        views=(other.view, r.view))))
     return out_list
 
 
@@ -159,8 +167,8 @@ def _with_flips(out: Path, paired: Paired) -> Paired:
     def flips(found) -> tuple[Flip, ...]:
         return tuple(Flip(t, where(a), where(b)) for t, a, b in found)
 
-    return Paired(paired.model, paired.task, paired.against, paired.other, paired.result, paired.why,
-                  flips(paired.result.pass_to_fail), flips(paired.result.fail_to_pass))
+    result = paired.result
+    return replace(paired, pass_to_fail=flips(result.pass_to_fail), fail_to_pass=flips(result.fail_to_pass))
 
 
 def flips_by_model(paired: Iterable[Paired]) -> dict[str, dict]:

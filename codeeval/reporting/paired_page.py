@@ -1,30 +1,41 @@
 """The leaderboard page's paired parts (codeeval/reporting/paired.py): in the changes,
 per model and task the problems that flipped since the previous night; and a section per model
-comparing it tonight with its previous night and with tonight's best model, each flipped problem
-linked to its Parquet file (relative links into samples/, which sits beside index.html)."""
+comparing it tonight with its previous night and with tonight's best model. Each flipped problem
+links to its sample's page in each night's view (views/, reporting/view/nights.py) and to the Parquet file
+holding its rows (samples/); relative links, both folders sit beside index.html."""
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
 from codeeval.reporting.charts import esc
 from codeeval.reporting.paired import PREVIOUS, Flip, Paired
+from codeeval.reporting.view import links
 
 SHOWN = 20  # flipped problems listed per cell; the rest counted
 
 
-def _where(label: str, where: tuple[str, str]) -> str:
+def _where(label: str, where: tuple[str, str], view: Optional[str], task: str, task_id: str) -> str:
+    """One night's side of a flip: its samples, linked to the first one's page in that night's view
+    (where the night has one), and the Parquet file holding their rows."""
     path, numbers = where
     if not path:
         return ""
     name = path.rsplit("/", 1)[-1]
-    return f'{label} <a href="{esc(path)}" title="{esc(path)}">{esc(name)}</a> sample {esc(numbers)}'
+    parquet = f'<a class="parquet" href="{esc(path)}" title="{esc(path)}">{esc(name)}</a>'
+    first = numbers.split(",")[0].strip()
+    if view is None or not first.isdigit():
+        return f'{label} {parquet} sample {esc(numbers)}'
+    sample = links.href(view, task=task, sample=(task_id, int(first)))
+    return f'{label} <a class="view" href="{esc(sample)}">sample {esc(numbers)}</a> ({parquet})'
 
 
-def _flips(flips: Sequence[Flip], before: str, after: str) -> str:
+def _flips(flips: Sequence[Flip], before: str, after: str, p: Paired) -> str:
     if not flips:
         return "none"
+    (view_a, view_b), task = p.views, p.task
     items = "".join(f'<li data-problem="{esc(f.task_id)}"><b>{esc(f.task_id)}</b> <span class="where">'
-                    f'({_where(before, f.before)}; {_where(after, f.after)})</span></li>' for f in flips[:SHOWN])
+                    f'({_where(before, f.before, view_a, task, f.task_id)}; '
+                    f'{_where(after, f.after, view_b, task, f.task_id)})</span></li>' for f in flips[:SHOWN])
     more = f"<li>and {len(flips) - SHOWN} more</li>" if len(flips) > SHOWN else ""
     return f'<b>{len(flips)}</b> <ul class="flips">{items}{more}</ul>'
 
@@ -47,7 +58,7 @@ def flips_table(paired: Sequence[Paired], since: Optional[str]) -> str:
             notes.append(f"<li>{esc(p.model)} {esc(p.task)}: no pass/fail per problem ({esc(p.result.metric)}), "
                          "no flips listed</li>")
         else:
-            down, up = _flips(p.pass_to_fail, "before", "tonight"), _flips(p.fail_to_pass, "before", "tonight")
+            down, up = _flips(p.pass_to_fail, "before", "tonight", p), _flips(p.fail_to_pass, "before", "tonight", p)
             trs.append(f'<tr data-model="{esc(p.model)}" data-task="{esc(p.task)}"><td>{esc(p.model)}</td>'
                        f'<td>{esc(p.task)}</td><td{_way("down", p.pass_to_fail)}>{down}</td>'
                        f'<td{_way("up", p.fail_to_pass)}>{up}</td></tr>')
@@ -75,7 +86,7 @@ def _row(p: Paired) -> str:
            f'<td>{counts}</td></tr>')
     if not (p.pass_to_fail or p.fail_to_pass):
         return row
-    flips = "".join(f'<div class="{klass}">{name}: {_flips(found, "A", "B")}</div>'
+    flips = "".join(f'<div class="{klass}">{name}: {_flips(found, "A", "B", p)}</div>'
                     for klass, name, found in (("down", "pass &rarr; fail", p.pass_to_fail),
                                                ("up", "fail &rarr; pass", p.fail_to_pass)) if found)
     return f'{row}<tr class="flipped"><td></td><td colspan="9">{flips}</td></tr>'
@@ -102,4 +113,4 @@ def sections(paired: Sequence[Paired], models: Sequence[str], failed: dict[str, 
             "night and against tonight's best model on the task (A), on the task's primary metric over the problems "
             "both runs scored: McNemar's exact test when each problem passes or fails, else a paired bootstrap "
             "(docs/statistics.md). Runs of different problem sets or prompts are not compared. A flipped problem "
-            "links to the Parquet file holding its rows in each run.</p>" + "".join(out))
+            "links to its samples in each run's view and to the Parquet file holding their rows.</p>" + "".join(out))

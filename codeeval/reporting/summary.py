@@ -13,6 +13,7 @@ from codeeval.core.contracts import TaskScore
 from codeeval.core.errors import no_space
 from codeeval.core.results import RunResults
 from codeeval.pipeline.usage import compute_line, thinking_line, usage_line
+from codeeval.reporting.view.links import ENTRY, VIEW_DIR
 
 
 @dataclass(frozen=True)
@@ -172,4 +173,8 @@ def results_table(results: RunResults) -> str:
     if results.mixed_versions:
         lines.append(f"mixed versions: {results.mixed_versions}")
     lines.append(f"results: {os.path.join(results.run_dir or '.', 'results.json')}")
+    if results.run_dir:
+        view = os.path.join(results.run_dir, VIEW_DIR, ENTRY)
+        lines.append(f"every sample: {view} (open it in a browser, or serve it: "
+                     f"codeeval view {results.run_dir} --serve)")
     return "\n".join(lines)

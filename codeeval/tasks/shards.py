@@ -8,10 +8,11 @@ finished shards as Cached.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
@@ -38,9 +39,11 @@ from codeeval.pipeline.problems import fingerprint as problems_fingerprint
 from codeeval.pipeline.problems import problems_rows, read_problems
 from codeeval.pipeline.score import read_samples, score_samples
 from codeeval.pipeline.train import split_rows
+from codeeval.reporting.view import links
 from codeeval.tasks import slots
 from codeeval.tasks.retries import retry_condition
 from codeeval.tasks.secrets import with_secrets
+from codeeval.tasks.skips import skipped
 
 memory.lean_allocators()  # every process that runs shards imports this module: the CLI's, a worker's flow run
 
@@ -89,33 +92,6 @@ def shard_file(run_dir: str, shard: ShardId) -> str:
 def _prefect_key(context, parameters) -> str:
     """Prefect's result cache holds the output's path: its key names the path too."""
     return digest(content_key(parameters), shard_file(parameters["run_dir"], parameters["shard"]))
-
-
-SKIPPED = "Skipped"
-
-
-@dataclass(frozen=True)
-class NotRun:
-    """The result of a Skipped shard: what its downstream shards see instead of a path."""
-    why: str
-
-
-def _skipped(upstream: list) -> "Completed | None":
-    """The state of a shard whose input a failed shard never wrote: Completed, named Skipped,
-    holding a NotRun. The flow passes its upstream futures with allow_failure, so that this run
-    starts, takes its own name in the UI and ends, instead of staying Pending under a hash name;
-    Completed, because nothing failed here: Prefect logs every other final state as an ERROR,
-    and the run's counts would show the one failure once per shard that waited on it. (Not
-    Cancelled, the state Prefect has for work that did not run: a task that waits on a Cancelled
-    one, even through allow_failure, ends NotReady, "did not reach a 'COMPLETED' state".)"""
-    errors = [u for u in upstream if not isinstance(u, (str, TaskScore))]
-    if not errors:
-        return None
-    first = errors[0]
-    why = first.why if isinstance(first, NotRun) else (
-        failures.root_cause(first) if isinstance(first, BaseException) else str(first))
-    # the message leaves the cause out: the run states it once, at its end (flows/logs.py)
-    return Completed(name=SKIPPED, data=NotRun(why), message="not run: an upstream shard failed")
 
 
 class _Forward(logging.Handler):
@@ -218,8 +194,8 @@ def generate_shard(shard: ShardId, run_dir: str, problems_path: str, start: int,
       retry_condition_fn=retry_condition)
 def execute_shard(shard: ShardId, run_dir: str, problems_path: str, generations_path: str, sandbox: SandboxSpec,
                   cache_key: str, run_id: str = "") -> str:
-    if skipped := _skipped([generations_path]):
-        return skipped
+    if ends := skipped([(RunLayout.run_name(replace(shard, stage="generate")), generations_path)]):
+        return ends
     key = content_key({"cache_key": cache_key, "generations_path": generations_path})
     out = shard_file(run_dir, shard)
     if kept := _kept(out, key):
@@ -249,7 +225,8 @@ def _report_failures(shard: ShardId, out: str, run_id: str, rows: list[dict]) ->
     file = Path(out).stem
     statuses = Counter(r["status"] for r in rows)
     get_run_logger().info("%s %s: %s", shard.task, file, ", ".join(f"{k}={v}" for k, v in sorted(statuses.items())))
-    text = failures.samples_markdown(shard.task, file, rows, out)
+    site = links.run_site(Path(out).parents[2])  # <run>/<task>/executions/shard-N.parquet
+    text = failures.samples_markdown(shard.task, file, rows, out, view=site and functools.partial(links.href, site))
     if text:
         run_name = RunLayout.run_name(shard)
         create_markdown_artifact(text, key=failures.artifact_key("failures", run_name, run_id),
@@ -260,10 +237,13 @@ def _report_failures(shard: ShardId, out: str, run_id: str, rows: list[dict]) ->
 def score_task(name: str, problems_path: str, generation_paths: list[str], execution_paths: list[str],
                ks: tuple[int, ...], ks_left_out: tuple[int, ...], out_path: str) -> TaskScore:
     """Reads the task's shards, scores them (codeeval/pipeline/score.py), writes metrics.json."""
-    if skipped := _skipped([*generation_paths, *execution_paths]):
-        return skipped
-    problems, _ = read_problems(Path(problems_path))
     task_spec = get_task(name)
+    made_by = "predict" if task_spec.classification is not None else "generate"  # a classification task's samples
+    inputs = [*((ShardId(name, made_by, i), path) for i, path in enumerate(generation_paths)),
+              *((ShardId(name, "execute", i), path) for i, path in enumerate(execution_paths))]
+    if ends := skipped([(RunLayout.run_name(shard), path) for shard, path in inputs]):
+        return ends
+    problems, _ = read_problems(Path(problems_path))
     samples = read_samples(task_spec, problems, generation_paths, execution_paths)
     result = score_samples(task_spec, problems, samples, ks, ks_left_out)
     artifacts.write_json(Path(out_path), result.to_json())

@@ -23,7 +23,8 @@ from codeeval.generation import BackendSpec
 from codeeval.pipeline.problems import read_problems
 from codeeval.pipeline.train import predict_rows, train
 from codeeval.tasks.retries import retry_condition
-from codeeval.tasks.shards import _kept, _prefect_key, _reported, _skipped, shard_file
+from codeeval.tasks.shards import _kept, _prefect_key, _reported, shard_file
+from codeeval.tasks.skips import skipped
 from codeeval.training.args import TrainArgs
 
 EPOCH_FIGURES = (("loss", "loss"), ("eval_loss", "validation loss"), ("eval_accuracy", "validation accuracy"),
@@ -91,8 +92,9 @@ def predict_shard(shard: ShardId, run_dir: str, problems_path: str, start: int, 
                   run_id: str = "") -> str:
     """The shard's test records predicted by the trained classifier (`trained_path`: the training's log;
     None for the reference backend, whose predictions are the gold labels)."""
-    if trained_path is not None and (skipped := _skipped([trained_path])):
-        return skipped
+    training = RunLayout.run_name(ShardId(shard.task, "train", 0))
+    if trained_path is not None and (ends := skipped([(training, trained_path)])):
+        return ends
     out = shard_file(run_dir, shard)
     if kept := _kept(out, cache_key):
         return kept
