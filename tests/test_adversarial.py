@@ -115,8 +115,11 @@ def test_cpu_burners_stop_at_their_limit(run, attack):
     whichever of the two limits (the same seconds) they reach first."""
     outcome = run["outcomes"][f"attack/{attack}"]
     assert outcome.status == TIMEOUT and outcome.detail in (CPU_DETAIL, CLOCK_DETAIL), outcome.detail
-    # Stopped when the server read a limit passed, not later by RLIMIT_CPU or the wall-clock cap.
-    assert TIMEOUT_S - 0.3 < outcome.cpu_s < TIMEOUT_S + 0.5, outcome.cpu_s
+    # Stopped when the server read a limit passed, not later by RLIMIT_CPU (at 2 * ceil(limit * the
+    # largest slowdown) + 1 s: base.rlimit_spec) or the wall-clock cap. The server reads the tree's CPU
+    # from its own process, which waits for a CPU too on a loaded host: at load 6-7 it read a 2 s limit
+    # passed at 2.518 s (issue 51), so the bound is a second past the limit, not the poll's interval.
+    assert TIMEOUT_S - 0.3 < outcome.cpu_s < TIMEOUT_S + 1.0, outcome.cpu_s
 
 
 def test_long_sleep_stops_at_its_clock_limit(run):
