@@ -6,13 +6,8 @@ model errors do not, and `codeeval inspect` prints the same text from the run's 
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -209,7 +204,7 @@ def test_a_shards_artifact_links_each_failing_sample_into_the_runs_view(prefect_
     it, the execution shard's artifact links every failing sample to its page in the run's view,
     which the run wrote as it ended; each link opens that sample in headless Chromium."""
     from team_server import CHROMIUM, free_port, with_page
-    from view_data import documented, settle
+    from view_data import settle, storage_served
 
     if CHROMIUM is None:
         pytest.skip("Debian's chromium package is not installed (make chromium)")
@@ -228,10 +223,6 @@ def test_a_shards_artifact_links_each_failing_sample_into_the_runs_view(prefect_
     assert f"[the run's view]({site}/index.html#task=humaneval&verdict=failed)" in artifact.data
     links = re.findall(r"\| \[(HumanEval/\d)\]\((http[^)]+)\) \| (\d) \|", artifact.data)
     assert [(t, s) for t, _, s in links] == [("HumanEval/0", "0"), ("HumanEval/1", "0")], artifact.data
-    (serve,) = [c for c in documented() if "http.server" in c]
-    server = subprocess.Popen(serve.replace("python3", sys.executable).replace("8000", str(port)), shell=True,
-                              env={**os.environ, "CODEEVAL_STORAGE": str(storage)}, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)
 
     async def drive(page):
         seen = []
@@ -241,20 +232,13 @@ def test_a_shards_artifact_links_each_failing_sample_into_the_runs_view(prefect_
             await settle(page, "document.querySelector('dl.facts') !== null")
             seen.append(await page.evaluate("document.querySelector('main h2').textContent"))
         await page.screenshot("view-from-a-shard-artifact.png")
-        return seen
+        return seen, await page.evaluate("document.querySelector('header h1').textContent")
 
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"{site}/index.html", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
-        seen = with_page(tmp_path, "chromium", drive)
-    finally:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
+    with storage_served(storage, port, f"{run_dir.name}/view/index.html"):
+        seen, title = with_page(tmp_path, "chromium", drive)
     assert seen == ["humaneval · HumanEval/0 · sample 0", "humaneval · HumanEval/1 · sample 0"]
+    # the view the run wrote as it ended (before its run.json) names the model and the run
+    assert title == f"codeeval view: linked (run {run_dir.name})"
 
 
 def test_inspect_of_a_missing_run_is_one_line(tmp_path, capsys):

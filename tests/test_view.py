@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 from urllib.parse import quote
@@ -22,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import DATA
 from team_server import CHROMIUM, free_port, with_page
-from view_data import documented, settle
+from view_data import documented, settle, storage_served
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium package is not installed (make chromium)")
 
@@ -274,28 +273,15 @@ def test_a_view_served_from_a_url_store(runs, tmp_path):
         store / run_id / "view" / "data" / "task-000.js"
     ).is_file()
     port = free_port()
-    (serve,) = [c for c in documented() if "http.server" in c]  # docs/viewer.md, on the storage host
-    server = subprocess.Popen(serve.replace("python3", sys.executable).replace("8000", str(port)), shell=True,
-                              env={**os.environ, "CODEEVAL_STORAGE": str(store)}, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        url = f"http://127.0.0.1:{port}/{run_id}/view/index.html"
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(url, timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
+    url = f"http://127.0.0.1:{port}/{run_id}/view/index.html"
 
-        async def drive(page):
-            await open_page(page, url + "#task=humaneval&verdict=passed", "document.getElementById('samples') !== null")
-            await page.screenshot("view-url-store.png")
-            return await page.evaluate(COUNT)
+    async def drive(page):
+        await open_page(page, url + "#task=humaneval&verdict=passed", "document.getElementById('samples') !== null")
+        await page.screenshot("view-url-store.png")
+        return await page.evaluate(COUNT)
 
+    with storage_served(store, port, f"{run_id}/view/index.html"):  # on the storage host
         count = with_page(tmp_path, "chromium", drive)
-    finally:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
     assert count == f"{LIMIT * 2} of {LIMIT * 2} samples"
 
 

@@ -6,9 +6,17 @@ wait for the page in Chromium (tests/team_server.py drives it)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
+from typing import Iterator
 
 
 def _call(path: Path, name: str):
@@ -55,3 +63,25 @@ def documented() -> list[str]:
     blocks = re.findall(r"```\n(.*?)```", DOCS.read_text(), re.S)
     return [line.split("  #")[0].strip() for block in blocks for line in block.splitlines()
             if line.strip().startswith(("codeeval view", "python3 -m http.server"))]
+
+
+@contextlib.contextmanager
+def storage_served(storage: Path, port: int, ready: str) -> Iterator[None]:
+    """docs/viewer.md's command that serves the storage root over HTTP, run as written (its port
+    `port`, CODEEVAL_STORAGE `storage`) until the block ends; entered once `ready` (a path under the
+    root) answers."""
+    (command,) = [c for c in documented() if "http.server" in c]
+    server = subprocess.Popen(command.replace("python3", sys.executable).replace("8000", str(port)), shell=True,
+                              env={**os.environ, "CODEEVAL_STORAGE": str(storage)}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/{ready}", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()

@@ -190,11 +190,11 @@ def _reuse(gens: list, execs: list, trains: list, classifies: bool) -> Reuse:
                  generate_reused=tuple(i for i, f in enumerate(gens) if _cached(f)))
 
 
-def _write_view(layout: artifacts.RunLayout) -> None:
+def _write_view(config: RunConfig, layout: artifacts.RunLayout) -> None:
     """Every sample of the run, whole or failed, as a page (codeeval/reporting/view/): what the
     shards' artifacts link to. A view that cannot be written is a warning, never the run's failure."""
     try:
-        write_run_view(layout.root)
+        write_run_view(layout.root, config.model, config.run_id)
     except Exception as exc:  # noqa: BLE001 - the scores stand without their page
         get_run_logger().warning("the run's view was not written: %s", failures.root_cause(exc))
 
@@ -205,7 +205,7 @@ def _outcome(config: RunConfig, layout: artifacts.RunLayout, plans: dict[str, Pl
     RunFailed when a shard failed or was skipped, with each failed shard's root cause."""
     for run in runs:
         run.future.wait()
-    _write_view(layout)
+    _write_view(config, layout)
     failed = [_shard_failure(layout, run) for run in runs if not run.future.state.is_completed()]
     skipped = [run.name for run in runs if run.future.state.name == SKIPPED]
     scored = {name: f.result() for name, f in scores.items() if f.state.is_completed() and f.state.name != SKIPPED}

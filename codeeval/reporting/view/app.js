@@ -57,7 +57,6 @@
   function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
 
   // ---- state in the fragment ----
-  const KEYS = ["task", "verdict", "problem", "q", "sample"];
   function state() {
     const s = {};
     for (const part of location.hash.replace(/^#/, "").split("&")) {
@@ -67,7 +66,7 @@
     return s;
   }
   function fragment(s) {
-    const parts = KEYS.filter((k) => s[k] !== undefined && s[k] !== null && s[k] !== "")
+    const parts = D.run.keys.filter((k) => s[k] !== undefined && s[k] !== null && s[k] !== "") // links.py KEYS
       .map((k) => k + "=" + encodeURIComponent(s[k]));
     return "#" + parts.join("&");
   }

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from codeeval.benchmarks.spec import Problem, Sample, TaskSpec
+from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core import artifacts
 from codeeval.executors.base import Limits
 from codeeval.pipeline.execute import verdict_of
 from codeeval.pipeline.problems import read_problems
+from codeeval.pipeline.score import samples_of
 
 TEXT_CAP = 100_000  # characters of one text the site keeps
 RECORD_CAP = 20_000  # characters of a problem's tests or reference
@@ -117,9 +118,8 @@ def sample_scores(spec: Optional[TaskSpec], problems: list[Problem], generations
     is corpus BLEU; each sample's is shown to rank them). ("", {}) when neither."""
     if spec is None or spec.executes or spec.classification or not generations:
         return "", {}
-    samples = [Sample(g["task_id"], g["sample"], g.get("completion") or "") for g in generations]
-    order = {p.task_id: p.index for p in problems}
-    samples.sort(key=lambda s: (order.get(s.task_id, 0), s.sample))
+    known = {p.task_id for p in problems}
+    samples = samples_of(problems, [g for g in generations if g["task_id"] in known], None)
     metric = spec.metrics[0]
     values = metric.per_problem(problems, samples, [1] if spec.uses_k else [])
     if values:

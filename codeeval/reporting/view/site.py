@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from codeeval.benchmarks.registry import TASKS, get_task
-from codeeval.core import storage
+from codeeval.core import artifacts, storage
 from codeeval.core.errors import UsageError
 from codeeval.reporting.compare import check_comparable, compare_task, load_side, run_tasks
 from codeeval.reporting.view import links
@@ -135,9 +135,10 @@ def write_texts(folder: Path, stem: str, task: str, sides: Sequence[TaskRows]) -
     return blocks
 
 
-def write(runs: Sequence[Path], out: Path) -> Path:
+def write(runs: Sequence[Path], out: Path, about: Optional[dict] = None) -> Path:
     """The site for `runs` (one, or A and B) in `out`, replacing what a previous write left there;
-    returns its index.html. Tasks: run A's (with B, those both hold)."""
+    returns its index.html. Tasks: run A's (with B, those both hold). `about`: what run A's summary
+    says of it, over what its run.json says (a run still running has none yet)."""
     roots = [Path(r) for r in runs]
     if not 1 <= len(roots) <= 2:
         raise UsageError(f"view takes one run or two, not {len(roots)}")
@@ -149,7 +150,7 @@ def write(runs: Sequence[Path], out: Path) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "data").mkdir(parents=True)
     summary: dict = {
-        "runs": [run_summary(r) for r in roots],
+        "runs": [run_summary(r) | ((about or {}) if i == 0 else {}) for i, r in enumerate(roots)],
         "tasks": [],
         "columns": list(COLUMNS),
         "texts": list(TEXTS),
@@ -203,9 +204,13 @@ def default_out(roots: Sequence[Path]) -> Path:
     return roots[0] / f"{VIEW_DIR}-vs-{run_summary(roots[1])['run_id']}"
 
 
-def write_run_view(root: Path) -> Path:
-    """The run's own view (<run>/view), written as a run ends, whole or failed: the page a shard's
-    artifact and `codeeval run`'s last lines point at. A store's files are fetched first (the run's
-    shards may have been written on other hosts)."""
-    root = storage.fetch_run(Path(root))
-    return write([root], root / VIEW_DIR)
+def write_run_view(root: Path, model: str, run_id: str) -> Path:
+    """The run's own view (<run>/view), written as a run ends, whole or failed, before its run.json:
+    the page a shard's artifact and `codeeval run`'s last lines point at. From a store, only what
+    the view reads is fetched (the shards other hosts wrote), not the run's checkpoints."""
+    root = Path(root)
+    for task_dir in {p.parent for p in root.glob("*/problems.parquet")}:
+        storage.fetch(task_dir / "metrics.json")
+        for stage in ("generate", "execute", "predict"):
+            storage.fetch_dir(task_dir / artifacts.STAGE_FOLDERS[stage])
+    return write([root], root / VIEW_DIR, about={"model": model, "run_id": run_id})
