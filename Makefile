@@ -15,9 +15,12 @@ $(BIN)/codeeval: pyproject.toml constraints.txt scripts/setup-venv.sh
 
 venv: $(BIN)/codeeval
 
-# The Docker engine (installs docker.io and starts dockerd when missing).
+# The Docker engine (installs docker.io and starts dockerd when missing). RUNTIME=runsc also installs
+# gVisor and registers it with the engine (a reload, not a restart): `--sandbox-runtime runsc` then runs
+# every program under it (docs/security.md, "gVisor").
+RUNTIME ?=
 engine:
-	bash scripts/ensure-docker.sh
+	RUNTIME=$(RUNTIME) bash scripts/ensure-docker.sh
 
 # The execution images, built offline; a no-op when the recipe's tag exists (MultiPL-E's two: ~7 min once).
 images: images-python
@@ -80,6 +83,7 @@ demo: venv images-python smollm2
 # machine too (tests/test_sleep_verdicts.py loads both cores). TEST_WORKERS=0 runs them in one process.
 TEST_WORKERS ?= 3
 test: venv images smollm2 chromium
+	$(MAKE) --no-print-directory engine RUNTIME=runsc
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 clean:

@@ -122,6 +122,10 @@ def _run_parser(sub) -> argparse.ArgumentParser:
     e.add_argument("--allow_code_execution", action="store_true", help="needed to run generated code")
     e.add_argument("--executor", default=RUN["executor"], choices=sorted(SANDBOXES),
                    help="docker (default, sandboxed) or local (development only: no isolation)")
+    e.add_argument("--sandbox-runtime", "--sandbox_runtime", dest="sandbox_runtime", default=RUN["sandbox_runtime"],
+                   metavar="NAME", help="the Docker runtime of the sandbox's containers: runsc runs them under gVisor "
+                                        "(`make engine RUNTIME=runsc`; default: $CODEEVAL_SANDBOX_RUNTIME, else the "
+                                        "engine's own, runc)")
     e.add_argument("--n_workers", type=int, default=RUN["n_workers"], help="parallel programs (default: core count)")
     e.add_argument("--memory_mb", type=int, default=RUN["memory_mb"], help="address-space limit per program")
     e.add_argument("--generation_only", action="store_true")
@@ -280,7 +284,8 @@ def config_from_args(args: argparse.Namespace):
         allow_code_execution=args.allow_code_execution, generation_only=args.generation_only,
         load_generations_path=args.load_generations_path, save_generations=args.save_generations,
         save_generations_path=args.save_generations_path, metric_output_path=args.metric_output_path,
-        output_dir=args.output_dir, data_dir=args.data_dir, executor=args.executor, n_workers=args.n_workers,
+        output_dir=args.output_dir, data_dir=args.data_dir, executor=args.executor,
+        sandbox_runtime=args.sandbox_runtime, n_workers=args.n_workers,
         memory_mb=args.memory_mb, shard_size=args.shard_size, shard_programs=args.shard_programs,
         infra_retries=args.infra_retries,
         source_code_root=args.source_code_root, dependency_data_root=args.dependency_data_root,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from codeeval.core import storage
 from codeeval.core.errors import UsageError
+from codeeval.executors.docker import runtimes
 from codeeval.pipeline.config import RunConfig
 
 
@@ -103,16 +104,29 @@ def check_sandbox(config: RunConfig) -> None:
         return  # nothing runs in the sandbox (a classification task trains and predicts)
     from codeeval.executors.docker import images
 
-    runtimes = {spec.execution.runtime for spec in map(get_task, config.tasks) if spec.executes} - images.PYTHON_RUNTIMES
+    if line := runtimes.refusal(runtimes.effective(runtimes.chosen(config.sandbox_runtime), config.executor),
+                                runtimes.required()):
+        raise UsageError(f"this host refuses the run: {line}")
+    kinds = {spec.execution.runtime for spec in map(get_task, config.tasks) if spec.executes} - images.PYTHON_RUNTIMES
     if config.executor != "docker":
-        if runtimes:
-            raise UsageError(f"{', '.join(sorted(runtimes))} run only in the Docker sandbox: use --executor docker")
+        if kinds:
+            raise UsageError(f"{', '.join(sorted(kinds))} run only in the Docker sandbox: use --executor docker")
         return
+    from codeeval.executors.docker import engine, starts
     from codeeval.executors.docker.sandbox import SandboxUnavailable, check_available, default_image
 
     try:
+        starts.cap()
         check_available(default_image())
-        for runtime in sorted(runtimes):  # e.g. ds1000, multiple-cpp: its image (or why none exists: Julia)
+        if wanted := runtimes.chosen(config.sandbox_runtime):
+            client = engine.connect(timeout=engine.PING_TIMEOUT_S)
+            try:
+                runtimes.engine_runtime(client, wanted)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+            finally:
+                client.close()
+        for runtime in sorted(kinds):  # e.g. ds1000, multiple-cpp: its image (or why none exists: Julia)
             check_available(images.runtime_image(runtime), missing=f"run `{images.build_command(runtime)}` to build it")
-    except (SandboxUnavailable, images.RuntimeUnavailable) as exc:
+    except (SandboxUnavailable, images.RuntimeUnavailable, ValueError) as exc:
         raise UsageError(str(exc)) from None

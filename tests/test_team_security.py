@@ -3,7 +3,8 @@ scripts/prefect-server.sh with its credential, on SQLite and on PostgreSQL, pref
 deployments, a cpu and a gpu worker with the narrow policy of a real team (its storage, one data
 root, nothing allowed). Without the credential the API answers 401; every parameter that would
 switch the sandbox off, run the model's code, read or write outside the worker's roots or exceed
-its caps is refused before anything runs, in one line, with no container started, no file written
+its caps, or run programs under any runtime but gVisor, which the workers require, is refused
+before anything runs, in one line, with no container started, no file written
 outside the storage and no process left; an API key is refused before the server stores it, and
 no trace of it is anywhere; a model label with HTML in it is text on the leaderboard page. On
 SQLite: the UI asks for the credential before it shows the runs (screenshots kept), and the
@@ -64,7 +65,9 @@ def team(request, tmp_path_factory, data_dir):
                 "PREFECT_API_URL": f"http://127.0.0.1:{port}/api", "PYTHON": sys.executable,
                 "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
                 "PREFECT_WORKER_QUERY_SECONDS": "2", "COLUMNS": "250", "CODEEVAL_STORAGE": str(storage),
-                "CODEEVAL_DATA_ROOTS": str(data), "CODEEVAL_CACHE": str(tmp / "cache")})
+                "CODEEVAL_DATA_ROOTS": str(data), "CODEEVAL_CACHE": str(tmp / "cache"),
+                # a second wall, required: every program runs under gVisor (`make engine RUNTIME=runsc`)
+                "CODEEVAL_WORKER_REQUIRE_RUNTIME": "runsc", "CODEEVAL_SANDBOX_RUNTIME": "runsc"})
     stop_db = None
     if request.param == "postgresql":
         setting, stop_db = start_postgres(tmp)
@@ -143,6 +146,11 @@ def attempts(srv) -> dict[str, tuple[str, dict, str]]:
         evaluate("dotdot-task", {"tasks": ["../humaneval"]}, "tasks[0] '../humaneval' would become a path"),
         evaluate("too-many-workers", {"n_workers": 512}, "n_workers 512 is over this worker's cap"),
         evaluate("too-much-memory", {"memory_mb": 1 << 20}, "memory_mb 1048576 is over this worker's cap of 4096"),
+        evaluate("runc-runtime", {"sandbox_runtime": "runc"},
+                 "the sandbox would run under runc, and this worker requires runsc (CODEEVAL_WORKER_REQUIRE_RUNTIME)"),
+        ("shard-runc-runtime", ("execute-shard/execute-shard",
+                                {**shard, "sandbox": {"name": "docker", "n_workers": 1, "container_runtime": "runc"}},
+                                "the sandbox would run under runc, and this worker requires runsc")),
         ("shard-local-sandbox", ("execute-shard/execute-shard", shard,
                                  "executor 'local' runs model output outside the Docker sandbox")),
         ("shard-dotdot-task", ("execute-shard/execute-shard",
@@ -267,6 +275,10 @@ def test_a_model_label_with_html_is_text_on_the_leaderboard(team):
     made = prefect(srv, "deployment", "run", "nightly-leaderboard/nightly-leaderboard", "--watch", "--params",
                    json.dumps({"models_file": str(srv.paths["data"] / "models.yaml")}), timeout=600)
     assert made.returncode == 0, (made.stdout + made.stderr)[-3000:]
+    ran = {str(p): json.loads(p.read_text())["codeeval"].get("sandboxes")
+           for p in srv.paths["storage"].rglob("results.json")}
+    assert ran and all([(s["executor"], s["runtime"]) for s in sandboxes or []] == [("docker", "runsc")]
+                       for sandboxes in ran.values()), ran  # the worker's default, which it requires
     page = srv.paths["storage"] / "leaderboard" / "index.html"  # the deployment's relative output_dir
     html = page.read_text()
     assert "&lt;img src=x onerror=" in html and "<img src=x" not in html

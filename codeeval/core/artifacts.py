@@ -153,6 +153,7 @@ KEY_FIELD = b"codeeval.key"
 USAGE_FIELD = b"codeeval.usage"
 COMPUTE_FIELD = b"codeeval.compute"  # what a shard's decoding took on local weights (pipeline/usage.py)
 WORKER_FIELD = b"codeeval.worker"  # who wrote a shard (core/provenance.py)
+SANDBOX_FIELD = b"codeeval.sandbox"  # where an execution shard's programs ran: executor, image, runtime
 
 
 def write_table(path: Path, rows: Iterable[Mapping[str, Any]], schema: pa.Schema, key: str | None = None,

@@ -99,6 +99,8 @@ class RunResults:
     codeeval_version: Optional[str] = None
     workers: list[dict[str, Any]] = field(default_factory=list)
     mixed_versions: Optional[str] = None
+    # where the execution shards ran (pipeline/publish.py shard_sandboxes): executor, image, runtime, shards
+    sandboxes: list[dict[str, Any]] = field(default_factory=list)
     tasks: dict[str, TaskSummary] = field(default_factory=dict)
 
     @property
@@ -124,7 +126,7 @@ class RunResults:
         data: dict[str, Any] = {**self.metrics, "config": self.config}
         if self.run_id is not None or self.tasks:
             provenance = {"codeeval_version": self.codeeval_version, "workers": self.workers or None,
-                          "mixed_versions": self.mixed_versions}
+                          "mixed_versions": self.mixed_versions, "sandboxes": self.sandboxes or None}
             data["codeeval"] = {"run_id": self.run_id, "run_dir": self.run_dir, "code_version": self.code_version,
                                 **{k: v for k, v in provenance.items() if v is not None},
                                 "tasks": {name: summary.to_json() for name, summary in self.tasks.items()}}
@@ -137,6 +139,7 @@ class RunResults:
                    config=dict(data.get("config") or {}), run_id=info.get("run_id"), run_dir=info.get("run_dir"),
                    code_version=info.get("code_version"), codeeval_version=info.get("codeeval_version"),
                    workers=list(info.get("workers") or []), mixed_versions=info.get("mixed_versions"),
+                   sandboxes=list(info.get("sandboxes") or []),
                    tasks={name: TaskSummary.from_json(s) for name, s in (info.get("tasks") or {}).items()})
 
 

@@ -147,6 +147,10 @@ class Sandbox(abc.ABC):
     def close(self) -> None:  # pragma: no cover - default has nothing to release
         pass
 
+    def describe(self) -> dict:
+        """Where its programs run, as results.json's provenance records it (executor, image, runtime)."""
+        return {"executor": self.name, "runtime": "host"}
+
     def __enter__(self) -> "Sandbox":
         return self
 

@@ -33,7 +33,7 @@ from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.keys import shard_keys, training_keys
 from codeeval.pipeline.plan import check
 from codeeval.pipeline.policy import config_request
-from codeeval.pipeline.publish import publish, shard_writers
+from codeeval.pipeline.publish import publish, shard_sandboxes, shard_writers
 from codeeval.reporting.summary import (
     ShardFailure,
     failure_headline,
@@ -144,7 +144,8 @@ def _evaluate(config: RunConfig) -> RunResults:
         else:
             log.info("%s: reused %d/%d generation and %d/%d execution shards from cache", name,
                      *counts.generate, *counts.execute)
-    results = publish(config, layout, plans, scored, reuse, version, workers)
+    shards = {name: len(plan.shards) for name, plan in plans.items()}
+    results = publish(config, layout, plans, scored, reuse, version, workers, shard_sandboxes(layout, shards))
     log.info("scores of %s:\n%s", config.model, results_table(results))
     return results
 

@@ -42,6 +42,9 @@ class RunConfig:
     output_dir: Optional[str] = None  # default runs/<run_id>
     data_dir: Optional[str] = None
     executor: str = "docker"
+    # the OCI runtime of the sandbox's containers (runsc: gVisor); "" = the worker's
+    # CODEEVAL_SANDBOX_RUNTIME, else the engine's default (codeeval/executors/docker/runtimes.py)
+    sandbox_runtime: str = ""
     n_workers: int = 0  # 0 = core count
     memory_mb: int = 4096
     shard_size: int = 64  # problems per shard

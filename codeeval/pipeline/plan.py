@@ -102,7 +102,8 @@ def backend_spec(config: RunConfig, device: Optional[str] = None) -> BackendSpec
 
 
 def sandbox_spec(config: RunConfig) -> SandboxSpec:
-    return SandboxSpec(config.executor, config.n_workers, Limits(memory_mb=config.memory_mb))
+    return SandboxSpec(config.executor, config.n_workers, Limits(memory_mb=config.memory_mb),
+                       container_runtime=config.sandbox_runtime)
 
 
 def plan_task(config: RunConfig, name: str) -> TaskPlan:

@@ -17,6 +17,9 @@ worker's own environment (docs/security.md, "Team server"):
                                 Source_Code), separated by ':'; the storage root is readable too
   CODEEVAL_WORKER_MAX_WORKERS   sandbox workers a run may ask for (default: the host's cores)
   CODEEVAL_WORKER_MAX_MEMORY_MB memory per program (default: Limits' default)
+  CODEEVAL_WORKER_REQUIRE_RUNTIME the sandbox runtime every shard must run under (runsc: gVisor), whatever
+                                the run asks (default: none); CODEEVAL_SANDBOX_RUNTIME is the default
+                                for runs that name none (executors/docker/runtimes.py)
 
 Never allowed in a deployment run: `..` in a name or path, and an API key as a parameter (it
 would be stored in the server's database in clear text: it belongs in the worker's environment
@@ -34,6 +37,7 @@ from typing import Mapping, Optional
 from codeeval.core import storage
 from codeeval.executors import SandboxSpec
 from codeeval.executors.base import Limits
+from codeeval.executors.docker import runtimes
 from codeeval.generation import LOADS_WEIGHTS, BackendSpec
 from codeeval.pipeline.config import SECRET_HOME, RunConfig
 
@@ -54,6 +58,8 @@ class Request:
     names: Mapping[str, str] = field(default_factory=dict)  # parameter -> a name that becomes a path
     n_workers: int = 0
     limits: Limits = Limits()
+    container_runtime: str = ""  # the sandbox runtime the run names ("": the worker's default)
+    runs_code: bool = True  # whether it runs programs at all (a generation shard does not)
     options: Mapping[str, str] = field(default_factory=dict)  # backend options
 
 
@@ -64,6 +70,8 @@ class WorkerPolicy:
     data_roots: tuple
     max_workers: int
     max_memory_mb: int
+    required_runtime: str = ""  # runtimes.REQUIRE_ENV
+    default_runtime: str = ""  # runtimes.RUNTIME_ENV
 
     @classmethod
     def from_env(cls, env: Optional[Mapping[str, str]] = None) -> "WorkerPolicy":
@@ -73,7 +81,7 @@ class WorkerPolicy:
         roots = tuple(_real(Path(p)) for p in env.get(DATA_ROOTS_ENV, "").split(":") if p.strip())
         return cls(allow, _real(root), roots,
                    int(env.get(MAX_WORKERS_ENV) or os.cpu_count() or 1),
-                   int(env.get(MAX_MEMORY_ENV) or Limits().memory_mb))
+                   int(env.get(MAX_MEMORY_ENV) or Limits().memory_mb), runtimes.required(env), runtimes.chosen("", env))
 
     def output(self, path: Optional[str], base: Optional[Path] = None) -> Optional[str]:
         """An output path of a deployment run: a relative one is taken under `base`, else the storage
@@ -101,6 +109,9 @@ class WorkerPolicy:
         if request.executor != "docker" and "local-executor" not in self.allow:
             out.append(f"executor {request.executor!r} runs model output outside the Docker sandbox "
                        "(allow: local-executor)")
+        actual = runtimes.effective(request.container_runtime or self.default_runtime, request.executor)
+        if request.runs_code and (line := runtimes.refusal(actual, self.required_runtime)):
+            out.append(line)
         if request.trust_remote_code and "trust-remote-code" not in self.allow:
             out.append("trust_remote_code runs the model repository's Python on this host (allow: trust-remote-code)")
         for key, value in request.names.items():
@@ -169,7 +180,8 @@ def config_request(config: RunConfig) -> Request:
     names = {f"tasks[{i}]": t for i, t in enumerate(config.tasks)}
     if ".." in config.model.split("/") or ".." in config.model.split("\\"):
         names["model"] = config.model
-    return Request(executor=config.executor, trust_remote_code=config.generation.trust_remote_code,
+    return Request(executor=config.executor, container_runtime=config.sandbox_runtime,
+                   runs_code=not config.generation_only, trust_remote_code=config.generation.trust_remote_code,
                    reads={k: v for k, v in reads.items() if v}, writes={k: v for k, v in writes.items() if v},
                    names=names, n_workers=config.n_workers, limits=Limits(memory_mb=config.memory_mb),
                    options=dict(config.backend_options))
@@ -180,7 +192,8 @@ def shard_request(paths: Mapping[str, str], backend: Optional[BackendSpec] = Non
     """A shard run's request: its run-directory files (read and written under the storage), its
     backend or its sandbox."""
     reads = {k: v for k, v in paths.items() if k != "out_path" and v}
-    request = Request(reads=reads, writes={"out_path": paths["out_path"]}, names={"name": name} if name else {})
+    request = Request(reads=reads, writes={"out_path": paths["out_path"]}, names={"name": name} if name else {},
+                      runs_code=sandbox is not None)
     if backend is not None:
         model = _model_path(backend.model) if backend.kind in LOADS_WEIGHTS else None
         extra = {"backend.model": model, "backend.generations_path": backend.generations_path}
@@ -188,7 +201,8 @@ def shard_request(paths: Mapping[str, str], backend: Optional[BackendSpec] = Non
                                       reads={**reads, **{k: v for k, v in extra.items() if v}},
                                       options=dict(backend.options))
     if sandbox is not None:
-        request = dataclasses.replace(request, executor=sandbox.name, n_workers=sandbox.n_workers, limits=sandbox.limits)
+        request = dataclasses.replace(request, executor=sandbox.name, n_workers=sandbox.n_workers,
+                                      limits=sandbox.limits, container_runtime=sandbox.container_runtime)
     return request
 
 

@@ -99,10 +99,24 @@ def shard_writers(layout: artifacts.RunLayout, shards: Mapping[str, int]) -> lis
     return provenance.group(writers)
 
 
+def shard_sandboxes(layout: artifacts.RunLayout, shards: Mapping[str, int]) -> list[dict]:
+    """Where the run's execution shards ran: one entry per executor, image and runtime (runsc: gVisor),
+    naming its shards, as shard_writers names the writers."""
+    out: dict[tuple, dict] = {}
+    for name, count in shards.items():
+        for i in range(count):
+            path = layout.executions(name, i)
+            if (where := artifacts.read_metadata(path, artifacts.SANDBOX_FIELD)) is not None:
+                entry = out.setdefault(tuple(sorted(where.items())), {**where, "shards": []})
+                entry["shards"].append(path.relative_to(layout.root).with_suffix("").as_posix())
+    return [out[key] for key in sorted(out, key=str)]
+
+
 def publish(config: RunConfig, layout: artifacts.RunLayout, plans: Mapping[str, PlannedTask],
             scores: Mapping[str, TaskScore], reuse: Mapping[str, Reuse], version: str,
-            workers: Sequence[dict] = ()) -> RunResults:
-    """`workers`: shard_writers' answer (results.json names them, and says when their code differs)."""
+            workers: Sequence[dict] = (), sandboxes: Sequence[dict] = ()) -> RunResults:
+    """`workers`: shard_writers' answer (results.json names them, and says when their code differs);
+    `sandboxes`: shard_sandboxes' answer."""
     artifacts.write_json(layout.run_json, run_document(config, plans, version))
     saved = {}
     if config.save_generations or config.generation_only:
@@ -111,7 +125,7 @@ def publish(config: RunConfig, layout: artifacts.RunLayout, plans: Mapping[str, 
     results = RunResults(
         metrics={name: score.metrics for name, score in scores.items()}, config=bigcode_config(config),
         run_id=config.run_id, run_dir=str(layout.root), code_version=version, codeeval_version=__version__,
-        workers=list(workers), mixed_versions=provenance.mixed(workers),
+        workers=list(workers), mixed_versions=provenance.mixed(workers), sandboxes=list(sandboxes),
         tasks={name: task_summary(plan, scores.get(name), reuse[name], saved.get(name),
                                   *generation_costs(layout, name, len(plan.shards), reuse[name]))
                for name, plan in plans.items()})

@@ -215,7 +215,8 @@ def execute_shard(shard: ShardId, run_dir: str, problems_path: str, generations_
                         run=RunLayout.run_name(shard), wait_record=wait_record), \
                 progress_bar(len(generations), f"execute {shard.task} {Path(out).stem}") as advance:
             rows = execute_rows(task_spec, problems, generations, box, advance)
-        artifacts.write_table(Path(out), rows, artifacts.EXECUTIONS_SCHEMA, key=key)
+        artifacts.write_table(Path(out), rows, artifacts.EXECUTIONS_SCHEMA, key=key,
+                              extra={artifacts.SANDBOX_FIELD: box.describe()})
     _report_failures(shard, out, run_id, rows)
     return out
 

@@ -42,7 +42,7 @@ def runner_for(sandbox) -> TestRunner:
         return TestRunner("local")
     from codeeval.executors.docker.images import python_image
 
-    return TestRunner("docker", image=python_image())
+    return TestRunner("docker", image=python_image(), container_runtime=getattr(sandbox, "container_runtime", ""))
 
 
 @dataclass(frozen=True)

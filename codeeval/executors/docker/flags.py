@@ -38,6 +38,7 @@ _VALUED = {
     "--memory-swap": ("host", "memswap_limit", _bytes),
     "--cpus": ("host", "nano_cpus", lambda v: int(round(float(v) * 1e9))),
     "--log-driver": ("host", "log_config", lambda v: docker.types.LogConfig(type=v)),
+    "--runtime": ("host", "runtime", str),
     "--hostname": ("config", "hostname", str), "--workdir": ("config", "working_dir", str),
     "-w": ("config", "working_dir", str), "--user": ("config", "user", str), "--name": ("config", "name", str),
 }

@@ -32,7 +32,6 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from codeeval.executors.docker import engine, images
 from codeeval.executors.base import (
     SANDBOX_ERROR,
     Limits,
@@ -42,6 +41,7 @@ from codeeval.executors.base import (
     Sandbox,
     classify,
 )
+from codeeval.executors.docker import engine, images, runtimes
 from codeeval.executors.docker.engine import SandboxUnavailable, check_available  # noqa: F401 - the sandbox's API
 from codeeval.executors.docker.owners import LABEL, OWNER_LABEL, _owner_id, sweep_stale  # noqa: F401 - ditto
 from codeeval.executors.docker.worker import NotStarted, WorkerDied, _Worker  # noqa: F401 - ditto
@@ -70,7 +70,8 @@ class DockerSandbox(Sandbox):
     name = "docker"
 
     def __init__(self, n_workers: int = 0, limits: Limits = Limits(), image: Optional[str] = None,
-                 container: ContainerLimits = ContainerLimits(), pipeline: int = 2, runtime: str = "python"):
+                 container: ContainerLimits = ContainerLimits(), pipeline: int = 2, runtime: str = "python",
+                 container_runtime: str = ""):
         self.n_workers = n_workers or os.cpu_count() or 1
         self.pipeline = max(1, pipeline)  # programs queued per container (hides the round trip)
         self.limits = limits
@@ -93,7 +94,12 @@ class DockerSandbox(Sandbox):
         self.client = engine.connect(pool=self.n_workers + 4)  # one attached stream per container
         try:
             check_available(self.image, client=self.client)
+            # the OCI runtime (runsc: gVisor), resolved on this worker; recorded with each shard
+            self.container_runtime = runtimes.engine_runtime(self.client, runtimes.chosen(container_runtime))
             sweep_stale(self.client)
+        except ValueError as exc:  # the engine lacks the runtime: nothing may run under another one
+            self.client.close()
+            raise SandboxUnavailable(str(exc)) from None
         except SandboxUnavailable:
             self.client.close()
             raise
@@ -118,6 +124,7 @@ class DockerSandbox(Sandbox):
             "--log-driver", "none",
             "--hostname", "sandbox",
             "--workdir", "/tmp",
+            "--runtime", self.container_runtime,
         ]
         self._workers: list[Optional[_Worker]] = [None] * self.n_workers
         self._lock = threading.Lock()
@@ -126,6 +133,9 @@ class DockerSandbox(Sandbox):
         self._closed = False  # set under _lock: no container is added to _workers after it
         # Runs on close(), or at interpreter exit for a sandbox never closed.
         self._finalizer = weakref.finalize(self, DockerSandbox._cleanup, self._workers, self._lock, self.client)
+
+    def describe(self) -> dict:
+        return {"executor": self.name, "image": self.image, "runtime": self.container_runtime}
 
     # -- workers --------------------------------------------------------------------------
     def _worker(self, slot: int) -> _Worker:

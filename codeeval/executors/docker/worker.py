@@ -15,6 +15,7 @@ import uuid
 from codeeval.core.errors import Infrastructure
 from codeeval.executors.base import Program, Sandbox, rlimit_spec, safe_name
 from codeeval.executors.docker import channel as docker_channel
+from codeeval.executors.docker import starts
 from codeeval.executors.docker.attached import Attached, StartFailed
 from codeeval.executors.docker.owners import LABEL, OWNER_LABEL
 
@@ -39,9 +40,13 @@ class _Worker:
         self.sandbox = sandbox
         self.name = f"codeeval-{os.getpid()}-{uuid.uuid4().hex[:8]}-{slot}"
         uid = FIRST_UID + slot % N_UIDS
+        self.conn = None  # the server's socket (channel.py), else its stdin and stdout
+        with starts.turn():  # its start timeout counts from its turn
+            self._start(sandbox, slot, uid)
+
+    def _start(self, sandbox: "Sandbox", slot: int, uid: int) -> None:
         listener = docker_channel.Listener() if docker_channel.local_engine() else None
         channel = ["--channel", docker_channel.SOCKET] if listener else []
-        self.conn = None  # the server's socket (channel.py), else its stdin and stdout
         try:
             self.container = Attached(
                 sandbox.client, sandbox.image, ["python3", "-I", SERVER, *channel, *sandbox.warm],

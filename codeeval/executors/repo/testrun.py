@@ -36,6 +36,7 @@ class TestRunner:
     image: str = ""
     memory_mb: int = 5120  # EvoCodeBench's 5 GB RSS check, as the container's memory limit
     pids: int = 512
+    container_runtime: str = ""  # the sandbox's OCI runtime (runsc: gVisor); "" = the engine's default
 
     def run(self, project_dir: Path, project_path: str, env_dir: Path, args: Sequence[str],
             timeout_s: float) -> TestRun:
@@ -77,7 +78,8 @@ class TestRunner:
                  "--memory", f"{self.memory_mb}m", "--memory-swap", f"{self.memory_mb}m",
                  "--pids-limit", str(self.pids), "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
                  "--user", f"{os.getuid()}:{os.getgid()}", "-e", "HOME=/tmp",
-                 "-v", f"{GUARD}:/opt/codeeval-repo/guard.py:ro", *extra]
+                 "-v", f"{GUARD}:/opt/codeeval-repo/guard.py:ro",
+                 *(["--runtime", self.container_runtime] if self.container_runtime else []), *extra]
         command = ["python3", "-B", "/opt/codeeval-repo/guard.py", str(timeout_s), *argv]
         return _run_container(self.image, command, flags, name, timeout_s)
 
@@ -86,7 +88,7 @@ def _run_container(image: str, command: list[str], flags: list[str], name: str, 
     """The tests in a container through the Docker SDK. Its stdin stays attached while they run:
     guard.py kills everything when it closes (we died). Not auto-removed, so that its exit code
     can be read however fast it exits; removed here, or by the next sweep if we die."""
-    from codeeval.executors.docker import engine
+    from codeeval.executors.docker import engine, starts
     from codeeval.executors.docker.attached import Attached, StartFailed
 
     started = time.monotonic()
@@ -96,7 +98,8 @@ def _run_container(image: str, command: list[str], flags: list[str], name: str, 
         return TestRun(125, False, time.monotonic() - started, f"codeeval: {exc}")
     try:
         try:
-            box = Attached(client, image, command, flags, name, merge_stderr=True, auto_remove=False)
+            with starts.turn():
+                box = Attached(client, image, command, flags, name, merge_stderr=True, auto_remove=False)
         except StartFailed as exc:  # 125: what `docker run` exits with when it cannot start the container
             return TestRun(125, False, time.monotonic() - started, f"codeeval: {exc}")
         chunks: list[bytes] = []
