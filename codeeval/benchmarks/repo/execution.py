@@ -40,9 +40,12 @@ def ground_truth(problem: Problem) -> str:
 def runner_for(sandbox) -> TestRunner:
     if getattr(sandbox, "name", "docker") == "local":
         return TestRunner("local")
+    from codeeval.executors.docker import runtimes
     from codeeval.executors.docker.images import python_image
 
-    return TestRunner("docker", image=python_image(), container_runtime=getattr(sandbox, "container_runtime", ""))
+    # the sandbox's runtime, resolved on this worker; else (`codeeval repo-envs`) the worker's default
+    runtime = getattr(sandbox, "container_runtime", "") or runtimes.chosen()
+    return TestRunner("docker", image=python_image(), container_runtime=runtime)
 
 
 @dataclass(frozen=True)
