@@ -42,7 +42,8 @@ _VALUED = {
     "--hostname": ("config", "hostname", str), "--workdir": ("config", "working_dir", str),
     "-w": ("config", "working_dir", str), "--user": ("config", "user", str), "--name": ("config", "name", str),
 }
-_LISTS = {"--cap-drop": ("host", "cap_drop", str), "--security-opt": ("host", "security_opt", str),
+_LISTS = {"--cap-drop": ("host", "cap_drop", str), "--cap-add": ("host", "cap_add", str),
+          "--security-opt": ("host", "security_opt", str),
           "--ulimit": ("host", "ulimits", _ulimit), "-e": ("config", "environment", str),
           "--env": ("config", "environment", str)}
 _DICTS = {"--tmpfs": ("host", "tmpfs", lambda v: tuple(v.split(":", 1)) if ":" in v else (v, "")),

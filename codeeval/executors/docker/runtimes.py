@@ -14,6 +14,15 @@ from typing import Mapping, Optional
 RUNTIME_ENV = "CODEEVAL_SANDBOX_RUNTIME"
 REQUIRE_ENV = "CODEEVAL_WORKER_REQUIRE_RUNTIME"
 HOST = "host"  # what a program of the local executor runs under: no container runtime at all
+# Runtimes with a kernel of their own per container (gVisor's Sentry). There, RLIMIT_NPROC counts the
+# container's processes alone, so it is the program's process limit, set to what runc's --pids-limit
+# gives it; and the container's --pids-limit, which the host's cgroup applies to the runtime's own
+# threads as well (about 40 for one Python process and 6 more per child under the ptrace platform; a
+# fork bomb held at 80 processes needed more than 640 host tasks, and up to about 2000 at times), is
+# a backstop only: HOST_TASKS_PER_PROCESS per process, and HOST_TASKS_BASE for the Sentry.
+OWN_KERNEL = frozenset({"runsc"})
+HOST_TASKS_PER_PROCESS = 24
+HOST_TASKS_BASE = 2048
 
 
 def chosen(requested: str = "", env: Optional[Mapping[str, str]] = None) -> str:

@@ -115,7 +115,7 @@ class DockerSandbox(Sandbox):
             "--tmpfs", f"/tmp:{scratch},size={container.tmpfs_mb}m,mode=1777",
             "--tmpfs", f"/out:rw,noexec,nosuid,nodev,size={out_mb}m,mode=1777",
             "--shm-size", f"{container.shm_mb}m",
-            "--pids-limit", str(container.pids or limits.nproc + 16),
+            "--pids-limit", str(self._pids(self.processes)),
             "--memory", f"{memory}m", "--memory-swap", f"{memory}m",
             "--cpus", f"{container.cpus:g}",
             "--cap-drop", "ALL",
@@ -133,6 +133,24 @@ class DockerSandbox(Sandbox):
         self._closed = False  # set under _lock: no container is added to _workers after it
         # Runs on close(), or at interpreter exit for a sandbox never closed.
         self._finalizer = weakref.finalize(self, DockerSandbox._cleanup, self._workers, self._lock, self.client)
+
+    @property
+    def own_kernel(self) -> bool:
+        """Whether the runtime gives the container a kernel of its own (gVisor): RLIMIT_NPROC then
+        bounds the program's processes (runtimes.OWN_KERNEL)."""
+        return self.container_runtime in runtimes.OWN_KERNEL
+
+    @property
+    def processes(self) -> int:
+        """The processes a program (and, under runc, the server) may have: runc's --pids-limit,
+        gVisor's RLIMIT_NPROC for the program's uid."""
+        return self.container.pids or self.limits.nproc + 16
+
+    def _pids(self, processes: int) -> int:
+        """--pids-limit for `processes`: under gVisor its own host threads on top (runtimes.OWN_KERNEL)."""
+        if self.own_kernel:
+            return processes * runtimes.HOST_TASKS_PER_PROCESS + runtimes.HOST_TASKS_BASE
+        return processes
 
     def describe(self) -> dict:
         return {"executor": self.name, "image": self.image, "runtime": self.container_runtime}

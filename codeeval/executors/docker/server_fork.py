@@ -49,6 +49,16 @@ def prctl_dumpable(flag: int) -> None:
         _PRCTL(4, flag, 0, 0, 0)  # PR_SET_DUMPABLE
 
 
+def drop_to(uid: int) -> None:
+    """Give the working directory and its files to `uid`, then become it, with no capability left:
+    the program can then neither signal the server nor open its descriptors."""
+    for name in [WORK, *(os.path.join(WORK, n) for n in os.listdir(WORK))]:
+        os.lchown(name, uid, uid)
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+
+
 def precompile(code: str):
     """Compile here, once, instead of in the child (fewer copy-on-write faults per program).
     None when the child must compile itself: an error or a warning is then reported on the
@@ -96,6 +106,8 @@ def _child(req: dict, compiled, nonce: str, marker_w: int, out_fd: int, err_fd: 
            devnull: int) -> None:
     """In the forked child: isolate, limit, run. Never returns."""
     os.setsid()
+    if req.get("uid") is not None:  # a server that runs as root (gVisor): the program as another uid
+        drop_to(int(req["uid"]))
     prctl_dumpable(1)
     try:  # the program, never the server, is the OOM victim
         fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)

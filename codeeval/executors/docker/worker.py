@@ -11,6 +11,7 @@ import socket
 import struct
 import time
 import uuid
+from dataclasses import replace
 
 from codeeval.core.errors import Infrastructure
 from codeeval.executors.base import Program, Sandbox, rlimit_spec, safe_name
@@ -21,6 +22,10 @@ from codeeval.executors.docker.owners import LABEL, OWNER_LABEL
 
 SERVER = "/opt/codeeval/docker_server.py"
 FIRST_UID = 10000  # the image has users sandbox0..127 = uid 10000..10127
+# what a server that runs as root inside gVisor's kernel keeps, to run each program as the slot's
+# uid (setuid, setgid, chown its files), to kill it (kill), and to wipe what it left (fowner,
+# dac_override); the program, under another uid, has none of them
+PROGRAM_UID_CAPS = ("SETUID", "SETGID", "CHOWN", "KILL", "FOWNER", "DAC_OVERRIDE")
 N_UIDS = 128
 
 
@@ -45,13 +50,20 @@ class _Worker:
             self._start(sandbox, slot, uid)
 
     def _start(self, sandbox: "Sandbox", slot: int, uid: int) -> None:
-        listener = docker_channel.Listener() if docker_channel.local_engine() else None
+        # Under gVisor (own_kernel) the server runs as its kernel's root and each program as the slot's
+        # uid: its kernel would let a program of the server's uid signal PID 1 and open /proc/1/fd
+        # (runsc also refuses the host's Unix socket: the channel is the attach stream there).
+        own = sandbox.own_kernel
+        listener = docker_channel.Listener() if docker_channel.local_engine() and not own else None
         channel = ["--channel", docker_channel.SOCKET] if listener else []
+        user = ["--user", "0:0", *(f for cap in PROGRAM_UID_CAPS for f in ("--cap-add", cap))] if own else \
+            ["--user", f"{uid}:{uid}"]
+        self.program_uid = uid if own else None
         try:
             self.container = Attached(
                 sandbox.client, sandbox.image, ["python3", "-I", SERVER, *channel, *sandbox.warm],
                 ["--label", f"{LABEL}={sandbox.id}", "--label", f"{OWNER_LABEL}={sandbox.owner}",
-                 *sandbox.run_flags, *(listener.flags if listener else []), "--user", f"{uid}:{uid}"], self.name)
+                 *sandbox.run_flags, *(listener.flags if listener else []), *user], self.name)
         except StartFailed as exc:
             if listener is not None:
                 listener.close()
@@ -89,12 +101,16 @@ class _Worker:
             "key": program.key, "code": program.code, "timeout": program.timeout_s, "clock": program.clock_limit_s,
             "wall": program.wall_cap_s,
             "guard": program.guard,
-            # No RLIMIT_NPROC: the kernel counts it per uid host-wide (no user namespace), so
-            # containers would share it; the container's --pids-limit bounds the processes.
-            "rlimits": rlimit_spec(limits, program.timeout_s, nproc=False), "tail": limits.tail_bytes,
+            # No RLIMIT_NPROC under runc: the kernel counts it per uid host-wide (no user namespace),
+            # so containers would share it; the container's --pids-limit bounds the processes. Under
+            # gVisor the sandbox's own kernel counts it, for this container alone (runtimes.OWN_KERNEL).
+            "rlimits": rlimit_spec(replace(limits, nproc=self.sandbox.processes), program.timeout_s,
+                                   nproc=self.sandbox.own_kernel),
+            "tail": limits.tail_bytes,
             "result_bytes": limits.result_bytes, "preimport": list(program.preimport),
             "speed_reference": limits.speed_reference_s,
             "merge_stderr": program.merge_stderr,
+            **({"uid": self.program_uid} if self.program_uid is not None else {}),
             "files": {safe_name(n): base64.b64encode(d).decode() for n, d in program.files.items()},
         }
         body = json.dumps(request).encode()
