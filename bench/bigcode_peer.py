@@ -113,7 +113,7 @@ def ours_main(ns) -> None:
     from codeeval.benchmarks.registry import get_task
     from codeeval.benchmarks.spec import LoadOptions
     from codeeval.generation import BackendSpec, GenerationArgs
-    from codeeval.generation.transformers_backend import TransformersBackend
+    from codeeval.generation.hf.transformers_backend import TransformersBackend
     from codeeval.pipeline.generate import generate_rows
 
     task = get_task("humaneval")

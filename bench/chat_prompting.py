@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     from codeeval.benchmarks.spec import LoadOptions
     from codeeval.executors import SandboxSpec, open_sandbox
     from codeeval.generation import BackendSpec, GenerationArgs
-    from codeeval.generation.transformers_backend import TransformersBackend
+    from codeeval.generation.hf.transformers_backend import TransformersBackend
     from codeeval.pipeline.execute import execute_rows
     from codeeval.pipeline.generate import generate_rows
 

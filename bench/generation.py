@@ -183,7 +183,7 @@ def main(argv=None) -> int:
     ns = ap.parse_args(argv)
 
     from codeeval.generation import BackendSpec, GenerationArgs
-    from codeeval.generation.transformers_backend import DTYPES, TransformersBackend
+    from codeeval.generation.hf.transformers_backend import DTYPES, TransformersBackend
 
     precision = ns.precision or ("bf16" if ns.device.startswith("cuda") else "fp32")
     dtype = DTYPES[precision]

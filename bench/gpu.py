@@ -21,7 +21,7 @@ random weights (bf16) and SmolLM2's tokenizer, HumanEval's prompts (stripped, as
 each part printed as it ends:
   * coldstart: our first steps in this process (an empty Inductor cache and compile store of its own),
     then in a second process with an empty Inductor cache and the store the first filled, as a fresh
-    host (codeeval/generation/compile_store.py): both times and whether the outputs are equal;
+    host (codeeval/generation/hf/compile_store.py): both times and whether the outputs are equal;
   * decode tokens/s at batch 1 and 16 (128 new tokens, no eos): ours (the transformers backend's
     default GPU path, decoder=static) as generated tokens after each row's first over the seconds
     of its step loop; HF `generate(cache_implementation="static")` (it compiles its own step) as
@@ -403,7 +403,8 @@ def main(argv=None) -> int:
         raise SystemExit("bench/gpu.py: no CUDA device (--smoke runs on the CPU)")
     import transformers
 
-    from codeeval.generation import sampling, seeds
+    from codeeval.generation.hf import sampling
+    from codeeval.generation.prompts import seeds
 
     run = Run(ns)
     # a cold start as a fresh worker has it: an empty Inductor cache and an empty compile store, this

@@ -63,7 +63,7 @@ class Ours:
 
     def __init__(self, model_dir: str, precision: str, device: str, options=()):
         from codeeval.generation import BackendSpec, GenerationArgs
-        from codeeval.generation.transformers_backend import TransformersBackend
+        from codeeval.generation.hf.transformers_backend import TransformersBackend
 
         self.GenerationArgs = GenerationArgs
         args = GenerationArgs(precision=precision)
@@ -101,7 +101,7 @@ def decode_rate(ours: Ours, tok, items, new: int, label: str) -> float:
 
 
 def jobs(tok, items, budgets, n=1):
-    from codeeval.generation.requests import Job
+    from codeeval.generation.prompts.requests import Job
 
     return [Job(ids=tok(it["prompt"].strip())["input_ids"], budget=b, stops=(), seed_key=(it["task_id"], s))
             for it, b in zip(items, budgets) for s in range(n)]
@@ -146,7 +146,7 @@ def step_alone(ours: Ours, weight_bytes: int, bw: float, tables: Optional[Path] 
 
 def live_columns(eng) -> int:
     """The columns a live-attention step reads: each slot's blocks up to the one holding its column."""
-    from codeeval.generation import live_attention
+    from codeeval.generation.hf.kernels import live_attention
 
     return int(live_attention.blocks_read(eng.cache.columns).sum()) * live_attention.BLOCK
 
@@ -189,7 +189,7 @@ def matmuls(eng, model, bw: float, steps: int = 32) -> None:
     model's own products, the second what fusing buys, the others how near the bandwidth a kernel
     not cuBLAS's gets."""
     linears = [(name, m.weight) for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
-    from codeeval.generation.fused_products import GROUPS
+    from codeeval.generation.hf.kernels.fused_products import GROUPS
 
     fusable = {name: group for group in GROUPS for name in group}  # the groups the backend fuses
     groups: dict[tuple, list] = {}
@@ -227,8 +227,8 @@ def thin_product(rows: int):
     """x @ w.T compiled as the decode step's thin products are (one graph per shape, each tuned),
     with a code object of its own per figure, as the decoder's: Dynamo compiles one code object 8
     times at most, and on an H100 the second figure's (2 slots) last shapes ran as cuBLAS's."""
-    from codeeval.generation import thin_products
-    from codeeval.generation.decode_step import own_code
+    from codeeval.generation.hf.kernels import thin_products
+    from codeeval.generation.hf.static.decode_step import own_code
 
     def linear(x, w):
         return torch.nn.functional.linear(x, w)
@@ -248,7 +248,7 @@ def _products_time(ws, product, xs, steps: int) -> tuple[float, float]:
         wrong = max((product(xs[w.shape[1]], w).float() - torch.nn.functional.linear(xs[w.shape[1]], w).float())
                     .abs().max().item() for w in ws)
         if torch.cuda.is_available():
-            from codeeval.generation.decode_step import capture
+            from codeeval.generation.hf.static.decode_step import capture
 
             run = capture(products, torch.device("cuda"), warmup=1).replay
         run()

@@ -28,7 +28,7 @@ def prefect_environment() -> None:
 def run(config, phases: Phases) -> Optional[dict]:
     """Pre-flight, then the flow. A private Prefect API server boots meanwhile (unless one is
     configured) and dies with this process, however it ends (codeeval/prefect_api.py)."""
-    from codeeval.generation.devices import launcher_rank
+    from codeeval.generation.hf.devices import launcher_rank
 
     rank, world, _ = launcher_rank()
     if world > 1 and rank != 0:  # under `accelerate launch`: rank 0's flow uses every visible device

@@ -11,7 +11,8 @@ from pathlib import Path
 from codeeval.core import yes_no
 from codeeval.core.errors import UsageError, did_you_mean
 from codeeval.executors import SANDBOXES
-from codeeval.generation import BACKENDS, GenerationArgs, thinking
+from codeeval.generation import BACKENDS, GenerationArgs
+from codeeval.generation.prompts import thinking
 from codeeval.pipeline.config import RunConfig
 from codeeval.training import args as training_args
 

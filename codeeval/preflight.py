@@ -57,7 +57,7 @@ def check_output(path: str, flag: str) -> None:
 def check_model(config: RunConfig) -> None:
     kind = config.backend_kind
     if kind in ("transformers", "vllm"):
-        from codeeval.generation.model_source import resolve
+        from codeeval.generation.models.model_source import resolve
 
         resolve(config.model, config.generation.revision, check_hub=True)
         check_classifier(config)

@@ -30,7 +30,7 @@ def command(args) -> int:
 
 
 def fetch_model(directory: Path | None, hf: Path | bool | None) -> int:
-    from codeeval.generation import smollm2
+    from codeeval.generation.models import smollm2
 
     target = (directory or smollm2.default_dir()).expanduser().absolute()
     try:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Fetch SmolLM2-135M-Instruct (Apache-2.0) as one GGUF file into the checkout's .cache/: the
-checkout's default for `codeeval models fetch smollm2` (codeeval/generation/smollm2.py does it).
+checkout's default for `codeeval models fetch smollm2` (codeeval/generation/models/smollm2.py does it).
 
     .venv/bin/python scripts/fetch-smollm2.py     # prints the .gguf path (make smollm2)
     .venv/bin/python scripts/fetch-smollm2.py --hf [DIR]   # prints the HF directory's path

@@ -15,9 +15,9 @@ import pytest
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.generation import BackendSpec, GenerationArgs, GenRequest
-from codeeval.generation.api_client import Answer, Client, HTTPError
+from codeeval.generation.api.client import Answer, Client, HTTPError
+from codeeval.generation.api.openai_backend import OpenAIBackend
 from codeeval.generation.base import CallContext
-from codeeval.generation.openai_backend import OpenAIBackend
 
 PROMPT = "def add(a, b):\n"
 CODE = "    return a + b\n"

@@ -21,7 +21,7 @@ from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Sample
 from codeeval.executors.docker.sandbox import DockerSandbox
 from codeeval.generation import BackendSpec, GenerationArgs
-from codeeval.generation.transformers_backend import TransformersBackend
+from codeeval.generation.hf.transformers_backend import TransformersBackend
 from codeeval.pipeline.execute import execute_rows, verdict_of
 from codeeval.pipeline.generate import generate_rows
 

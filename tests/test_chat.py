@@ -4,10 +4,11 @@ from __future__ import annotations
 import pytest
 
 from codeeval.benchmarks.spec import Problem, Prompting, TaskSpec
-from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, chat, fim
-from codeeval.generation.stopping import ends
-from codeeval.generation.requests import Job, plan_jobs, to_output
-from codeeval.generation.transformers_backend import TransformersBackend
+from codeeval.generation import BackendSpec, GenerationArgs, GenRequest
+from codeeval.generation.hf.transformers_backend import TransformersBackend
+from codeeval.generation.prompts import chat, fim
+from codeeval.generation.prompts.requests import Job, plan_jobs, to_output
+from codeeval.generation.prompts.stopping import ends
 
 PROMPT = 'def add(a, b):\n    """Return a + b."""\n'
 

@@ -169,7 +169,8 @@ def test_missing_or_empty_data_is_one_line(tmp_path, data_dir):
 
 
 def test_chat_prompts_send_the_program_and_prefill_nothing(tasks):
-    from codeeval.generation import GenerationArgs, chat
+    from codeeval.generation import GenerationArgs
+    from codeeval.generation.prompts import chat
 
     p = tasks[0]
     rendered = chat.render(p.prompt, GenerationArgs(instruction_tokens="<u>,<e>,<a>"), get_task("codesembench"), p)

@@ -1,4 +1,4 @@
-"""Compiled decode steps from the team's storage (codeeval/generation/compile_store.py): a fresh
+"""Compiled decode steps from the team's storage (codeeval/generation/hf/compile_store.py): a fresh
 process on another host, with an empty Inductor cache and a codeeval cache of its own, finds the
 step that the first host compiled and decodes the same tokens; an entry that cannot be used is
 skipped with one line and never fails a run. How much sooner the second host decodes is
@@ -19,16 +19,16 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from test_static_decoder import llama_dir, tokenizer  # noqa: E402,F401,F811 (fixtures)
 
-from codeeval.generation import compile_store  # noqa: E402
-from codeeval.generation.compile_store import MAGIC, CompileStore  # noqa: E402
+from codeeval.generation.hf import compile_store  # noqa: E402
+from codeeval.generation.hf.compile_store import MAGIC, CompileStore  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
 HOST = """
 import json, sys
 from codeeval.generation import BackendSpec, GenerationArgs
-from codeeval.generation.requests import Job
-from codeeval.generation.transformers_backend import TransformersBackend
+from codeeval.generation.hf.transformers_backend import TransformersBackend
+from codeeval.generation.prompts.requests import Job
 
 spec = BackendSpec("transformers", sys.argv[1], GenerationArgs(do_sample=True, temperature=0.8, seed=3),
                    device="cpu", options=(("decoder", "static"), ("compile", "yes")))
@@ -95,7 +95,7 @@ def test_an_entry_that_cannot_be_used_is_skipped_with_one_line(tmp_path, monkeyp
     key = "k" * 32
     store.path(key).parent.mkdir(parents=True)
     store.path(key).write_bytes(blob(key))
-    with caplog.at_level(logging.WARNING, logger="codeeval.generation.compile_store"):
+    with caplog.at_level(logging.WARNING, logger="codeeval.generation.hf.compile_store"):
         assert store.load(key) is False
         assert store.load(key) is False  # looked up once a process
     lines = [r.getMessage() for r in caplog.records]

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_static_decoder import (GREEDY, SAMPLED, jobs, llama_dir, static, tiny,  # noqa: E402,F401 (fixtures)
                                  tokenizer)
 
-from codeeval.generation import fused_products, thin_products  # noqa: E402
+from codeeval.generation.hf.kernels import fused_products, thin_products  # noqa: E402
 
 
 def storage_bytes(model) -> int:
@@ -101,8 +101,8 @@ def test_one_prompt_compiled_in_half_precision_takes_one_slot_and_no_blas_produc
     products as Inductor's reductions and one prompt takes one slot (on an H100, 6% faster than
     cuBLAS's products at 2 slots); in fp32, HF's own products, 2 slots."""
     from codeeval.generation import BackendSpec, GenerationArgs
-    from codeeval.generation.requests import Job
-    from codeeval.generation.transformers_backend import TransformersBackend
+    from codeeval.generation.hf.transformers_backend import TransformersBackend
+    from codeeval.generation.prompts.requests import Job
 
     torch._dynamo.reset()  # Dynamo compiles a code object 8 times at most in a process
     spec = BackendSpec("transformers", llama_dir, GenerationArgs(do_sample=False, precision=precision),
@@ -141,8 +141,8 @@ import resource
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 from codeeval.generation import GenerationArgs
-from codeeval.generation.requests import Job
-from codeeval.generation.static_decoder import StaticDecoder
+from codeeval.generation.hf.static.static_decoder import StaticDecoder
+from codeeval.generation.prompts.requests import Job
 
 peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 tok = AutoTokenizer.from_pretrained({demo_model_dir!r})

@@ -1,5 +1,5 @@
-"""The request journal (codeeval/generation/journal.py) and the pace of requests
-(codeeval/generation/api_pace.py), without a server."""
+"""The request journal (codeeval/generation/api/journal.py) and the pace of requests
+(codeeval/generation/api/pace.py), without a server."""
 from __future__ import annotations
 
 import os
@@ -8,8 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from codeeval.generation.api_pace import Pace
-from codeeval.generation.journal import Journal, journal_dir, request_key
+from codeeval.generation.api.journal import Journal, journal_dir, request_key
+from codeeval.generation.api.pace import Pace
 
 BODY = {"model": "m", "prompt": "def f():\n", "max_tokens": 64, "temperature": 0.0, "top_p": 1.0, "seed": 0,
         "stop": ["\ndef"]}
@@ -34,7 +34,7 @@ def test_an_answer_is_on_disk_when_put_returns_and_a_torn_line_is_skipped(tmp_pa
     code = textwrap.dedent(f"""
         import os, signal
         from pathlib import Path
-        from codeeval.generation.journal import Journal
+        from codeeval.generation.api.journal import Journal
         j = Journal(Path({str(folder)!r}))
         j.put("a", {{"text": "x", "finish_reason": "stop", "usage": {{"prompt_tokens": 3}}}})
         j.put("b", {{"text": "y", "finish_reason": "length", "usage": {{}}}})

@@ -25,6 +25,10 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "codeeval"
 LAYERS = ("core", "executors", "benchmarks", "generation", "training", "pipeline", "reporting", "tasks", "flows", "app")
 ORCHESTRATION = ("tasks", "flows", "app")  # where Prefect may be imported
+# In generation/, torch is imported only by the transformers backend's folder and the vLLM backend, so
+# that prompts, the API backend, replay and the model sources run where torch is not installed.
+# (transformers is not in the rule: models/smollm2.py writes the HF directory with it, and training/ uses it.)
+TORCH_IN_GENERATION = ("codeeval.generation.hf", "codeeval.generation.vllm_backend")
 NOT_MODULES = ("harness", "containers")  # files copied into sandboxes, recipes
 # Copied flat into the images' /opt/codeeval, where they import each other by their bare names.
 IN_IMAGE = ("codeeval/executors/runner", "codeeval/executors/docker/server", "codeeval/executors/docker/server_frames",
@@ -130,6 +134,39 @@ def test_prefect_only_in_the_orchestration():
     assert not found, "Prefect imported below tasks/:\n" + "\n".join(found)
 
 
+def torch_outside_hf() -> list[str]:
+    """Every import of torch (module level or in a function) in a generation module outside
+    TORCH_IN_GENERATION, as "path:line: name"."""
+    return sorted(f"{path.relative_to(REPO)}:{line}: {name}" for module, path in modules().items()
+                  if layer(module) == "generation"
+                  and not any(module == allowed or module.startswith(allowed + ".") for allowed in TORCH_IN_GENERATION)
+                  for line, name in imports(path) if name.split(".")[0] == "torch")
+
+
+def test_torch_only_in_the_hf_backend():
+    found = torch_outside_hf()
+    assert not found, "torch imported in generation/ outside hf/ and vllm_backend.py:\n" + "\n".join(found)
+
+
+def test_the_torch_rule_sees_a_violation(tmp_path, monkeypatch):
+    """The torch rule can fail: `import torch` inside a function and `from torch import nn` at module
+    level, written into a copy of the tree outside hf/, are found; the same lines inside hf/ are not."""
+    import shutil
+
+    copy = tmp_path / "codeeval"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "generation" / "prompts" / "bad.py").write_text("def f():\n    import torch\n")
+    (copy / "generation" / "api" / "worse.py").write_text("from torch import nn\n")
+    (copy / "generation" / "hf" / "fine.py").write_text("import torch\nfrom torch import nn\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", copy)
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    found = torch_outside_hf()
+    assert "codeeval/generation/prompts/bad.py:2: torch" in found
+    assert "codeeval/generation/api/worse.py:1: torch" in found
+    assert all(line.startswith(("codeeval/generation/prompts/bad.py:", "codeeval/generation/api/worse.py:"))
+               for line in found), found
+
+
 def test_the_checker_sees_a_violation(tmp_path, monkeypatch):
     """The checks can fail: an upward import inside a function, and the circle it closes, written
     into a copy of the tree, are both found."""
@@ -169,7 +206,7 @@ def test_the_architecture_diagram_draws_the_tree():
     every module of a layer is named in its row (the diagram drifted once: docs/architecture.md)."""
     rows = diagram_rows()
     drawn = {name for name in rows if name != "app"}
-    drawn |= {f"{name}/{sub}" for name, text in rows.items() for sub in re.findall(r"\b([a-z_0-9]+)/", text)}
+    drawn |= {f"{name}/{sub}" for name, text in rows.items() for sub in re.findall(r"\b([a-z_0-9]+(?:/[a-z_0-9]+)*)/", text)}
     tree = {str(d.relative_to(PACKAGE)) for d in PACKAGE.rglob("*") if d.is_dir() and d.name != "__pycache__"
             and not any(part == "containers" or part.startswith(".") for part in d.relative_to(PACKAGE).parts)}
     assert drawn == tree, f"folders not drawn: {sorted(tree - drawn)}; drawn but absent: {sorted(drawn - tree)}"

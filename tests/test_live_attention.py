@@ -13,8 +13,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from test_static_decoder import GREEDY, SAMPLED, jobs, llama_dir, static, tiny, tokenizer  # noqa: E402,F401 (fixtures)
 
-from codeeval.generation import decode_step, grouped_attention, live_attention  # noqa: E402
-from codeeval.generation.slot_cache import SlotCache  # noqa: E402
+from codeeval.generation.hf.kernels import grouped_attention, live_attention  # noqa: E402
+from codeeval.generation.hf.static import decode_step
+from codeeval.generation.hf.static.slot_cache import SlotCache  # noqa: E402
 
 
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])  # both grouped-query; qwen2's q/k/v have biases
@@ -76,8 +77,8 @@ def test_a_live_step_that_fails_gives_way_to_the_sdpa_step(llama_dir, caplog, mo
     or model it does not take) is said once in the log, and the compiled SDPA step decodes the
     same rows, not the uncompiled one, then and at the next shape, where live is not tried again."""
     from codeeval.generation import BackendSpec, GenerationArgs
-    from codeeval.generation.requests import Job
-    from codeeval.generation.transformers_backend import TransformersBackend
+    from codeeval.generation.hf.transformers_backend import TransformersBackend
+    from codeeval.generation.prompts.requests import Job
 
     torch._dynamo.reset()
     rows = None

@@ -8,7 +8,7 @@ import pytest
 from codeeval.cli import main
 from codeeval.core.errors import UsageError
 from codeeval.core.fingerprint import model_fingerprint
-from codeeval.generation.model_source import ModelSource, resolve
+from codeeval.generation.models.model_source import ModelSource, resolve
 
 
 def test_a_gguf_file_or_a_directory_with_one_loads_with_gguf_file(tmp_path):

@@ -12,8 +12,8 @@ import pytest
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, open_backend
+from codeeval.generation.api.openai_backend import OpenAIBackend
 from codeeval.generation.base import CallContext
-from codeeval.generation.openai_backend import OpenAIBackend
 
 PROMPTS = ['def add(a, b):\n    """Add."""\n', "def sub(a, b):\n", "def mul(a, b):\n"]
 
@@ -244,7 +244,7 @@ def test_a_silent_server_is_closed_then_asked_again_and_said_so(server, problems
 
 
 def test_a_malformed_answer_fails_at_once(server, problems):
-    from codeeval.generation.openai_backend import HTTPError
+    from codeeval.generation.api.openai_backend import HTTPError
 
     task = task_for(problems)
     server.malformed = {"def add"}
@@ -256,7 +256,7 @@ def test_a_malformed_answer_fails_at_once(server, problems):
 def test_answers_are_journaled_and_never_asked_twice(server, problems, tmp_path):
     """A call that fails after some answers: the next one sends only what was never answered; one
     whose answers are all journaled sends nothing, and gives the same outputs."""
-    from codeeval.generation.openai_backend import HTTPError
+    from codeeval.generation.api.openai_backend import HTTPError
 
     task = task_for(problems)
     args = GenerationArgs(do_sample=True, temperature=0.8, n_samples=4, max_new_tokens=8)
@@ -280,7 +280,7 @@ def test_answers_are_journaled_and_never_asked_twice(server, problems, tmp_path)
 
 
 def test_gives_up_after_max_retries_and_reports_client_errors(server, problems):
-    from codeeval.generation.openai_backend import HTTPError
+    from codeeval.generation.api.openai_backend import HTTPError
 
     task = task_for(problems)
     server.fail_first = {"def sub": 10}
@@ -294,7 +294,7 @@ def test_gives_up_after_max_retries_and_reports_client_errors(server, problems):
 
 def test_a_failed_request_stops_the_rest(server, problems):
     """A non-retryable error fails the call at once: queued requests are cancelled, not sent."""
-    from codeeval.generation.openai_backend import HTTPError
+    from codeeval.generation.api.openai_backend import HTTPError
 
     task = task_for(problems)
     server.reject = {"def add": 400}

@@ -28,10 +28,10 @@ from codeeval.benchmarks.spec import LoadOptions
 from codeeval.core import artifacts
 from codeeval.core.results import RunResults
 from codeeval.generation import BackendSpec, GenerationArgs
+from codeeval.generation.api.journal import Journal
+from codeeval.generation.api.openai_backend import OpenAIBackend
 from codeeval.generation.base import CallContext
-from codeeval.generation.journal import Journal
-from codeeval.generation.openai_backend import OpenAIBackend
-from codeeval.generation.transformers_backend import TransformersBackend
+from codeeval.generation.hf.transformers_backend import TransformersBackend
 from codeeval.pipeline.generate import generate_rows
 
 REPO = Path(__file__).resolve().parents[1]

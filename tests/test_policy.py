@@ -136,7 +136,7 @@ def test_an_api_key_block_is_read_where_the_shard_runs(prefect_api):
     own host, into the backend's spec in memory (tasks/secrets.py); the parameter holds the name."""
     from prefect.blocks.system import Secret
 
-    from codeeval.generation.openai_backend import OpenAIBackend
+    from codeeval.generation.api.openai_backend import OpenAIBackend
     from codeeval.tasks.secrets import with_secrets
 
     Secret(value="sk-from-the-block").save("codeeval-test-openai-key", overwrite=True)

@@ -11,7 +11,7 @@ import pytest
 
 from codeeval.core import hub
 from codeeval.core.errors import UsageError
-from codeeval.generation.model_source import resolve
+from codeeval.generation.models.model_source import resolve
 
 
 def flow_runs() -> int:

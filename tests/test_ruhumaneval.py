@@ -209,7 +209,8 @@ def test_fixtures_are_self_consistent(problems):
 
 
 def test_chat_prompts_send_meras_query_and_prefill_the_function(problems):
-    from codeeval.generation import GenerationArgs, chat
+    from codeeval.generation import GenerationArgs
+    from codeeval.generation.prompts import chat
 
     p = problems[0]
     rendered = chat.render(p.prompt, GenerationArgs(instruction_tokens="<u>,<e>,<a>"), get_task("ruhumaneval"), p)

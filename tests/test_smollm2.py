@@ -14,7 +14,7 @@ import pytest
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
 from codeeval.generation import BackendSpec, GenerationArgs
-from codeeval.generation.transformers_backend import TransformersBackend
+from codeeval.generation.hf.transformers_backend import TransformersBackend
 from codeeval.pipeline.generate import generate_rows
 
 BUDGET = 64

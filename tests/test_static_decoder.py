@@ -1,4 +1,4 @@
-"""The static-cache decoder (codeeval/generation/static_decoder.py), the GPU path, run on the CPU:
+"""The static-cache decoder (codeeval/generation/hf/static/static_decoder.py), the GPU path, run on the CPU:
 the same slots, refills, device-side sampling and late host checks, without the CUDA graph.
 
 Models: tiny random-weight llama and qwen2 (grouped-query attention) built here with the test
@@ -18,12 +18,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, LlamaConfig, Qwen2Config
 
-from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, sampling, seeds
-from codeeval.generation.decode_step import SlotState
-from codeeval.generation.decoder import BatchDecoder
-from codeeval.generation.requests import Job
-from codeeval.generation.static_decoder import StaticDecoder
-from codeeval.generation.transformers_backend import TransformersBackend
+from codeeval.generation import BackendSpec, GenerationArgs, GenRequest
+from codeeval.generation.hf import sampling
+from codeeval.generation.hf.decoder import BatchDecoder
+from codeeval.generation.hf.static.decode_step import SlotState
+from codeeval.generation.hf.static.static_decoder import StaticDecoder
+from codeeval.generation.hf.transformers_backend import TransformersBackend
+from codeeval.generation.prompts import seeds
+from codeeval.generation.prompts.requests import Job
 
 CPU = torch.device("cpu")
 ROOT = Path(__file__).resolve().parents[1]
@@ -398,8 +400,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 from codeeval.executors.repo import sdists
 from codeeval.generation import GenerationArgs
-from codeeval.generation.requests import Job
-from codeeval.generation.static_decoder import StaticDecoder
+from codeeval.generation.hf.static.static_decoder import StaticDecoder
+from codeeval.generation.prompts.requests import Job
 
 assert sdists.find_sdist("six") is None  # pip's finder ran, on an empty index
 tok = AutoTokenizer.from_pretrained({demo_model_dir!r})

@@ -15,8 +15,8 @@ import pytest
 from docker_env import ensure_images
 
 from codeeval.cli import main
-from codeeval.generation import thinking
-from codeeval.generation.requests import to_output
+from codeeval.generation.prompts import thinking
+from codeeval.generation.prompts.requests import to_output
 
 KW = dict(mode="messages", fmt=None, eos=None, prompt="def add(a, b):\n", language="python")
 ANSWER = "```python\ndef add(a, b):\n    return a + b\n```"
@@ -196,7 +196,7 @@ def test_a_servers_reasoning_content_reaches_the_generations(tmp_path):
 
     from codeeval.benchmarks.spec import Problem
     from codeeval.generation import BackendSpec, GenerationArgs
-    from codeeval.generation.openai_backend import OpenAIBackend
+    from codeeval.generation.api.openai_backend import OpenAIBackend
     from codeeval.pipeline.generate import generate_rows
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Reasoner)

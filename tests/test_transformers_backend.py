@@ -10,7 +10,7 @@ import pytest
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core.fingerprint import model_fingerprint
 from codeeval.generation import BackendSpec, GenerationArgs, GenRequest, backend_class
-from codeeval.generation.transformers_backend import TransformersBackend
+from codeeval.generation.hf.transformers_backend import TransformersBackend
 
 STOPS = ("\ndef", "\nclass", "\nif", "\nprint", "\n#")
 PROMPTS = [
@@ -162,7 +162,9 @@ def test_default_install_works_without_vllm():
     code = (
         "import sys\n"
         "import codeeval.generation as g\n"
-        "from codeeval.generation import transformers_backend, openai_backend, chat, fim\n"
+        "from codeeval.generation.hf import transformers_backend\n"
+        "from codeeval.generation.api import openai_backend\n"
+        "from codeeval.generation.prompts import chat, fim\n"
         "assert 'vllm' not in sys.modules\n"
         "try:\n"
         "    import vllm  # noqa\n"
@@ -244,7 +246,7 @@ def test_vllm_backend_against_a_stub_engine(monkeypatch, demo_model_dir, problem
 
     # several GPUs: one engine (tensor_parallel_size), never one spec per device, since the
     # flow's device shards are threads of one process and vLLM picks its GPUs per process
-    from codeeval.generation import devices
+    from codeeval.generation.hf import devices
 
     gpus = ["cuda:0", "cuda:1", "cuda:2"]
     for opts in ((), (("tensor_parallel_size", "2"),)):
@@ -281,7 +283,7 @@ def test_options_are_read_through_the_declaration_before_the_model_loads(demo_mo
 def test_batch_size_counts_the_largest_budget_of_the_batch(demo_model_dir):
     """Under --max_length_generation shorter prompts get larger budgets: the KV cache is
     sized for the longest prompt plus the largest budget among the batch's rows."""
-    from codeeval.generation.requests import Job
+    from codeeval.generation.prompts.requests import Job
 
     b = backend(demo_model_dir, do_sample=False, max_length_generation=400)
     seen = []

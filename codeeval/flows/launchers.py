@@ -26,7 +26,7 @@ from codeeval.flows.stages import (
     remote_shard,
     use_deployments,
 )
-from codeeval.generation import devices
+from codeeval.generation.hf import devices
 from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.plan import backend_spec, sandbox_spec
 from codeeval.tasks.shards import execute_shard, generate_shard, stale

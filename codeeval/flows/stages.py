@@ -30,7 +30,8 @@ from codeeval.flows.ending import flow  # prefect.flow, ending Failed with no un
 from codeeval.flows.guard import enforce, from_deployment, worker_policy
 from codeeval.flows.links import name_link
 from codeeval.flows.logs import explain_failures
-from codeeval.generation import LOADS_WEIGHTS, BackendSpec, devices
+from codeeval.generation import LOADS_WEIGHTS, BackendSpec
+from codeeval.generation.hf import devices
 from codeeval.pipeline.policy import shard_request
 from codeeval.tasks.shards import _kept, content_key, execute_shard, generate_shard, shard_file, stale
 from codeeval.tasks.skips import skipped

@@ -12,8 +12,8 @@ from codeeval.generation.base import Backend, GenerationArgs, GenOutput, GenRequ
 BACKENDS = {
     "reference": "reference:ReferenceBackend",
     "replay": "replay.backend:ReplayBackend",
-    "transformers": "transformers_backend:TransformersBackend",
-    "openai": "openai_backend:OpenAIBackend",
+    "transformers": "hf.transformers_backend:TransformersBackend",
+    "openai": "api.openai_backend:OpenAIBackend",
     "vllm": "vllm_backend:VLLMBackend",
 }
 # the backends that load a model's weights onto a device: in team mode their shards take the gpu pool;

@@ -40,7 +40,8 @@ class GenerationArgs:
     device_map: Optional[str] = None  # e.g. "auto": one model across several devices
     max_batch_rows: int = 0  # rows per forward pass across prompts and samples; 0 = auto
     fim_format: Optional[str] = None  # FIM token family (starcoder, santacoder, codellama, ...)
-    # a reasoning model's thinking (codeeval/generation/thinking.py): strip it before post-processing, or keep it
+    # a reasoning model's thinking (codeeval/generation/prompts/thinking.py): strip it before post-processing,
+    # or keep it
     reasoning: str = "strip"
     thinking_tags: Optional[str] = None  # "open|close,..." instead of thinking.TAGS
     thinking_budget: Optional[int] = None  # tokens of thinking on top of the answer's budget (a server may cap it)

@@ -107,17 +107,19 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
                "(max-autotune-no-cudagraphs: minutes more of compiling; a mode with CUDA graphs of its own is "
                "refused, since the whole step is captured)"),
         Option("fuse_products", FLAG, None, "compiled: each layer's q/k/v and gate/up matrices held as one, one "
-               "matrix product each (codeeval/generation/fused_products.py)", "yes in bf16 and fp16, no in fp32"),
+               "matrix product each (codeeval/generation/hf/kernels/fused_products.py)",
+               "yes in bf16 and fp16, no in fp32"),
         Option("thin_products", integer(0), None, "compiled: steps of at most this many slots make their matrix "
-               "products as Inductor's own reductions, not cuBLAS calls (codeeval/generation/thin_products.py; "
+               "products as Inductor's own reductions, not cuBLAS calls "
+               "(codeeval/generation/hf/kernels/thin_products.py; "
                "one prompt then takes one slot, not 2); 0: never", "1 in bf16 and fp16, 0 in fp32"),
         Option("live_attention", integer(0), None, "compiled: steps of at least this many slots attend with "
                "FlexAttention to the blocks of each slot's own columns, not the whole cache "
-               "(codeeval/generation/live_attention.py; the SDPA step where it fails); 0: never",
+               "(codeeval/generation/hf/kernels/live_attention.py; the SDPA step where it fails); 0: never",
                "1 in bf16 and fp16 on a GPU, else 0"),
         Option("compile_store", FLAG, True, "compiled: torch's compile artifacts of each step kept under the "
                "storage root (`compiled/`), where a fresh process on any host finds them "
-               "(codeeval/generation/compile_store.py)"),
+               "(codeeval/generation/hf/compile_store.py)"),
         Option("cuda_graph", FLAG, True, "capture the static decoder's step as a CUDA graph"),
         Option("check_every", integer(1), 4, "static decoder: steps between host checks for stop strings"),
         Option("prefill_tokens", integer(1), None, "static decoder: padded prompt tokens a prefill takes",

@@ -6,13 +6,13 @@ that leaves no room is ``prompt_too_long``), each request gets its own ``Samplin
 with a per-sample seed (so samples do not depend on batching), stop strings are matched
 by vLLM and kept in the output (``include_stop_str_in_output``), special tokens are kept
 as bigcode keeps them, and identical greedy requests are generated once. Request
-preparation is shared with the transformers backend (codeeval/generation/requests.py).
+preparation is shared with the transformers backend (codeeval/generation/prompts/requests.py).
 
 Options (``BackendSpec.options``): declared in codeeval/generation/options.py, listed in
 docs/generation.md.
 
 Several GPUs: one engine spreads over them with ``tensor_parallel_size``;
-:func:`codeeval.generation.devices.plan` never splits a vLLM run into per-device shards
+:func:`codeeval.generation.hf.devices.plan` never splits a vLLM run into per-device shards
 (the shards run as threads of one process, and vLLM picks its GPUs per process).
 """
 from __future__ import annotations
@@ -24,10 +24,11 @@ from typing import Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core.fingerprint import model_fingerprint
-from codeeval.generation import model_source, options
+from codeeval.generation import options
 from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress, token_budget
-from codeeval.generation.requests import Job, Renderer, plan_jobs
-from codeeval.generation.seeds import sample_seed
+from codeeval.generation.models import model_source
+from codeeval.generation.prompts.requests import Job, Renderer, plan_jobs
+from codeeval.generation.prompts.seeds import sample_seed
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from typing import Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec, Verdict
 from codeeval.executors.base import Program, Progress, Sandbox
-from codeeval.generation.thinking import UNFINISHED
+from codeeval.generation.prompts.thinking import UNFINISHED
 
 
 def build_programs(task: TaskSpec, problems: Sequence[Problem], generations: Sequence[dict],

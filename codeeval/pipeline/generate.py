@@ -5,7 +5,7 @@ from typing import Mapping, Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.generation.base import Backend, CallContext, GenRequest, Progress
-from codeeval.generation.thinking import UNFINISHED
+from codeeval.generation.prompts.thinking import UNFINISHED
 
 
 def generate_rows(task: TaskSpec, problems: Sequence[Problem], shard: Sequence[Problem],

@@ -16,16 +16,9 @@ from codeeval.benchmarks.spec import Example, LoadOptions, Problem, TaskSpec
 from codeeval.core.errors import UsageError, unknown
 from codeeval.core.fingerprint import digest
 from codeeval.executors import SANDBOXES, Limits, SandboxSpec
-from codeeval.generation import (
-    BACKENDS,
-    LOADS_WEIGHTS,
-    BackendSpec,
-    GenerationArgs,
-    backend_class,
-    model_source,
-    options,
-    thinking,
-)
+from codeeval.generation import BACKENDS, LOADS_WEIGHTS, BackendSpec, GenerationArgs, backend_class, options
+from codeeval.generation.models import model_source
+from codeeval.generation.prompts import thinking
 from codeeval.pipeline.config import RunConfig
 
 

@@ -13,7 +13,8 @@ from typing import Callable, Optional, Sequence
 
 from codeeval.benchmarks.spec import Classification, Example, Problem
 from codeeval.core import artifacts, files, storage
-from codeeval.generation import BackendSpec, model_source
+from codeeval.generation import BackendSpec
+from codeeval.generation.models import model_source
 from codeeval.training import checkpoints, launch
 from codeeval.training.args import TrainArgs
 from codeeval.training.job import JOB_FILE, RESULT_FILE, ModelRef, TrainJob, TrainResult

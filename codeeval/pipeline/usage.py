@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Collection, Optional, Sequence
 
 from codeeval.core import artifacts
-from codeeval.generation.thinking import UNFINISHED
+from codeeval.generation.prompts.thinking import UNFINISHED
 
 THIS_RUN = ("requests_sent", "answered", "from_journal", "timeouts", "retries", "slowdowns",
             "sent_prompt_tokens", "sent_completion_tokens", "wall_s")

@@ -17,7 +17,7 @@ RESULT_FILE = "result.json"
 
 @dataclass(frozen=True)
 class ModelRef:
-    """The base model as from_pretrained takes it (codeeval/generation/model_source.py), and how."""
+    """The base model as from_pretrained takes it (codeeval/generation/models/model_source.py), and how."""
 
     name_or_path: str
     gguf_file: Optional[str] = None

@@ -33,7 +33,7 @@ def processes(requested: int) -> int:
     """How many processes train: `requested`, else one per visible GPU, else one."""
     if requested:
         return requested
-    from codeeval.generation.devices import visible_devices
+    from codeeval.generation.hf.devices import visible_devices
 
     return max(1, len(visible_devices()))
 

@@ -28,8 +28,8 @@ from codeeval.benchmarks.data import encodable, parse_json
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core.errors import UsageError
 from codeeval.core.fingerprint import file_digest
-from codeeval.generation import chat, thinking
 from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress
+from codeeval.generation.prompts import chat, thinking
 from codeeval.generation.replay.spill import Spill
 from codeeval.generation.replay.stream import NotStreamable, array_items
 

@@ -5,7 +5,7 @@ are copied in at columns [0, P) from its prefill, and each decode step writes ev
 own column (its position). So rows of different lengths share one static shape with no padding,
 a slot is refilled without touching the others, and the attention mask of a slot is simply its
 columns up to its position (whatever an earlier occupant left beyond it is masked out). Fixed
-shapes and fixed addresses are what lets a CUDA graph replay the step (codeeval/generation/decode_step.py).
+shapes and fixed addresses are what lets a CUDA graph replay the step (codeeval/generation/hf/static/decode_step.py).
 
 It is transformers' StaticCache machinery (its ``Cache`` and ``StaticLayer``) with one change:
 a StaticLayer writes every row at one shared column, a slot layer at the row's own.

@@ -3,7 +3,7 @@
 Works with the OpenAI API and with servers that speak it (vLLM's and SGLang's OpenAI servers,
 llama.cpp's server, ``transformers serve``, TGI's Messages API, ...). Standard library only; the HTTP
 side (streaming, the stall timeout, retries, concurrency that backs off) is
-codeeval/generation/api_client.py, the request journal codeeval/generation/journal.py.
+codeeval/generation/api/client.py, the request journal codeeval/generation/api/journal.py.
 
 Settings come from ``BackendSpec.options`` (the CLI maps its flags onto them; declared with their
 defaults in codeeval/generation/options.py, listed in docs/generation.md), then the environment
@@ -16,7 +16,7 @@ greedy requests are sent once, and a request the journal holds an answer to is n
 
 Completions: ``raw`` is the returned text (the server strips the stop string it matched;
 post-processing cuts at the first stop either way). Chat: the whole answer's code block is
-extracted (codeeval/generation/chat.py): a continuation when the code repeats the prompt, else a
+extracted (codeeval/generation/prompts/chat.py): a continuation when the code repeats the prompt, else a
 finished program.
 """
 from __future__ import annotations
@@ -29,13 +29,14 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
-from codeeval.generation import chat, options
-from codeeval.generation.api_client import Client, HTTPError  # noqa: F401 - HTTPError: what a failed call raises
-from codeeval.generation.api_pace import Cancelled
+from codeeval.generation import options
+from codeeval.generation.api.client import Client, HTTPError  # noqa: F401 - HTTPError: what a failed call raises
+from codeeval.generation.api.journal import Journal, journal_dir, request_key
+from codeeval.generation.api.pace import Cancelled
 from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress
-from codeeval.generation.journal import Journal, journal_dir, request_key
-from codeeval.generation.requests import Renderer, Rendering, request_stops, to_output
-from codeeval.generation.seeds import sample_seed
+from codeeval.generation.prompts import chat
+from codeeval.generation.prompts.requests import Renderer, Rendering, request_stops, to_output
+from codeeval.generation.prompts.seeds import sample_seed
 
 COUNTED = {"timeout": "timeouts", "retry": "retries", "slower": "slowdowns"}
 

@@ -1,7 +1,7 @@
 """Choosing the next token from logits: argmax, or transformers' warpers and a seeded draw.
 
 One function serves plain steps and speculative verification alike: each row of ``logits`` is
-one (sample, step) with its own counter-based uniform (codeeval/generation/seeds.py), so a token
+one (sample, step) with its own counter-based uniform (codeeval/generation/prompts/seeds.py), so a token
 depends only on its own logits and uniform, never on the other rows scored with it. The uniforms
 come from the host (a list) or, on the GPU path, from :func:`uniforms` on the device: the same
 splitmix64 in int64 arithmetic, bit for bit, so no step waits for the host to draw them.

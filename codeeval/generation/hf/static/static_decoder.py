@@ -1,12 +1,12 @@
 """Continuous batching over a static KV cache: the decode path for a GPU.
 
-* S slots (codeeval/generation/slot_cache.py) hold one row each. When a row ends, its slot takes
+* S slots (codeeval/generation/hf/static/slot_cache.py) hold one row each. When a row ends, its slot takes
   the next waiting row, so a batch never waits for its longest row. Rows are started longest
   first (prompt + budget), so the last ones to start are short.
 * A step has fixed shapes and never waits for the host: the forward of every slot's newest
   token, the choice of the next one (argmax, or the inverse-CDF draw with the row's
   counter-based uniform computed on the device: sampling.uniforms) and the bookkeeping all stay
-  on the device. On a GPU the step is one CUDA graph replay (codeeval/generation/decode_step.py).
+  on the device. On a GPU the step is one CUDA graph replay (codeeval/generation/hf/static/decode_step.py).
 * Every k steps the tokens of those steps are copied to the host without blocking. The host
   reads each window one window late (its copy finished while the GPU ran the next k steps),
   feeds the tokens to stopping.RowEnds (eos, stop strings and budget, token by token) and drops
@@ -30,15 +30,16 @@ from typing import Callable, Optional
 
 import torch
 
-from codeeval.generation import compile_store, decode_step, slot_cache
-from codeeval.generation.compile_store import CompileStore
-from codeeval.generation.decode_step import HostCopy, SlotState
-from codeeval.generation.live_attention import BLOCK
-from codeeval.generation.prefill import cache_argument, prefill
-from codeeval.generation.requests import Job
-from codeeval.generation.sampling import choose, uniforms
-from codeeval.generation.seeds import sample_seed
-from codeeval.generation.stopping import RowEnds
+from codeeval.generation.hf import compile_store
+from codeeval.generation.hf.compile_store import CompileStore
+from codeeval.generation.hf.kernels.live_attention import BLOCK
+from codeeval.generation.hf.prefill import cache_argument, prefill
+from codeeval.generation.hf.sampling import choose, uniforms
+from codeeval.generation.hf.static import decode_step, slot_cache
+from codeeval.generation.hf.static.decode_step import HostCopy, SlotState
+from codeeval.generation.prompts.requests import Job
+from codeeval.generation.prompts.seeds import sample_seed
+from codeeval.generation.prompts.stopping import RowEnds
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ class StaticDecoder:
         self.store = store if compile else None  # compiled steps from the team's storage (compile_store.py)
         self.live_from = 0  # steps of at least this many slots try live attention (0: none)
         if compile:
-            from codeeval.generation import fused_products, grouped_attention
+            from codeeval.generation.hf.kernels import fused_products, grouped_attention
 
             if grouped_attention.install(model):  # grouped-query models: no copy of the cache per query head
                 self.live_from = live_from  # a block mask reaches live attention through it
@@ -99,7 +100,7 @@ class StaticDecoder:
         self.mode = ""
 
     def compiled_logits(self, exact_slots: bool = False, live: bool = False) -> Callable:
-        """The compiled forward (with live attention: codeeval/generation/live_attention.py); for
+        """The compiled forward (with live attention: codeeval/generation/hf/kernels/live_attention.py); for
         ``exact_slots``, one apart with thin products, compiled per slot count (Dynamo would
         otherwise take a graph for any count that it compiled before)."""
         key = (exact_slots, live)

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
-from codeeval.generation import chat, fim, thinking
 from codeeval.generation.base import GenerationArgs, GenOutput, GenRequest
+from codeeval.generation.prompts import chat, fim, thinking
 
 Rendering = tuple[chat.Rendered, Optional[fim.FimFormat]]
 

@@ -2,26 +2,26 @@
 
 * One prefill per distinct prompt: the n sampled rows of a prompt share it, and its KV cache
   rows are copied (``batch_select_indices`` with repeated indices) rather than recomputed.
-* Prompt lookup (codeeval/generation/lookup.py), greedy and seeded sampling alike: a row's draft
+* Prompt lookup (codeeval/generation/hf/lookup.py), greedy and seeded sampling alike: a row's draft
   and its last token go through one forward pass; the row keeps each draft token that equals the
   token it would have chosen at that step anyway (argmax, or the draw with that step's uniform)
   and the chosen token after them. So the tokens are those of one-token-a-step decoding. Rejected
   positions stay in the cache under a zero mask until ``compact`` squeezes them out. A row's draft
   grows while drafts are accepted and shrinks when they are not; a forward pass scores at most
   ``step_tokens`` positions (beyond one per row), since a CPU pays for every position.
-* Stopping is checked token by token (codeeval/generation/stopping.py): eos, then a stop string
+* Stopping is checked token by token (codeeval/generation/prompts/stopping.py): eos, then a stop string
   in the newest text, then the budget; tokens accepted after a row's end are dropped.
 """
 from __future__ import annotations
 
 import torch
 
-from codeeval.generation import lookup
-from codeeval.generation.prefill import cache_argument, forward, prefill
-from codeeval.generation.requests import Job
-from codeeval.generation.sampling import choose
-from codeeval.generation.seeds import sample_seed, uniform
-from codeeval.generation.stopping import RowEnds
+from codeeval.generation.hf import lookup
+from codeeval.generation.hf.prefill import cache_argument, forward, prefill
+from codeeval.generation.hf.sampling import choose
+from codeeval.generation.prompts.requests import Job
+from codeeval.generation.prompts.seeds import sample_seed, uniform
+from codeeval.generation.prompts.stopping import RowEnds
 
 
 class BatchDecoder:

@@ -15,11 +15,11 @@ prompt and pads every prompt to the dataset's longest):
   model's context). A prompt that leaves no room is reported as ``prompt_too_long``
   (bigcode silently returns the prompt, which scores zero).
 * Sampling is inverse-CDF with one counter-based uniform per (seed, task_id, sample, step)
-  (codeeval/generation/seeds.py), so samples do not depend on batch size, device count or shard. Greedy requests with the
-  same prompt are decoded once and copied.
-* Two decode paths, chosen by the option ``decoder``: ``dynamic`` (codeeval/generation/decoder.py:
+  (codeeval/generation/prompts/seeds.py), so samples do not depend on batch size, device count or
+  shard. Greedy requests with the same prompt are decoded once and copied.
+* Two decode paths, chosen by the option ``decoder``: ``dynamic`` (codeeval/generation/hf/decoder.py:
   batches that shrink as rows end, a dynamic KV cache, prompt lookup; the default on a CPU, where
-  it is the faster) and ``static`` (codeeval/generation/static_decoder.py: continuous batching
+  it is the faster) and ``static`` (codeeval/generation/hf/static/static_decoder.py: continuous batching
   over a static KV cache, one CUDA graph per step, no host sync per step; the default on a GPU).
   Their outputs are the same; a model whose cache the static path cannot hold (sliding window,
   linear attention, remote code without ``cache``) is decoded by the dynamic one.
@@ -28,7 +28,7 @@ GenOutput.raw is the decoded continuation only (special tokens kept, as bigcode 
 eos text for its stop-word cut); n_tokens counts generated tokens; finish_reason is one
 of stop, eos, length, prompt_too_long. A free chat answer (``--chat_style free``) is a
 row that ends once its first code block closes; the program comes from that block.
-``--model`` may be a GGUF file or a directory holding one (codeeval/generation/model_source.py).
+``--model`` may be a GGUF file or a directory holding one (codeeval/generation/models/model_source.py).
 """
 from __future__ import annotations
 
@@ -42,12 +42,13 @@ import torch
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core.fingerprint import model_fingerprint
-from codeeval.generation import model_source, options
+from codeeval.generation import options
 from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress, token_budget
-from codeeval.generation.compile_store import CompileStore
-from codeeval.generation.decoder import BatchDecoder
-from codeeval.generation.requests import Job, Renderer, plan_jobs
-from codeeval.generation.static_decoder import StaticDecoder, Unsupported
+from codeeval.generation.hf.compile_store import CompileStore
+from codeeval.generation.hf.decoder import BatchDecoder
+from codeeval.generation.hf.static.static_decoder import StaticDecoder, Unsupported
+from codeeval.generation.models import model_source
+from codeeval.generation.prompts.requests import Job, Renderer, plan_jobs
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +224,7 @@ class TransformersBackend(Backend):
         return DRAFT_TOKENS if self.device.type == "cpu" else 0
 
     def _decode_batch(self, batch: list[Job]) -> list[tuple[str, int, str]]:
-        """Left-padded batched decoding with per-row stopping (codeeval/generation/decoder.py)."""
+        """Left-padded batched decoding with per-row stopping (codeeval/generation/hf/decoder.py)."""
         decoder = BatchDecoder(self.model, self.tokenizer, self.args, self.device, self.eos_ids, self.pad_id,
                                draft_tokens=_given(self.options["prompt_lookup"], self._default_drafts()),
                                step_tokens=self.options["step_tokens"])

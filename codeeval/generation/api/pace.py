@@ -1,5 +1,5 @@
 """How hard the openai backend presses a server: how many requests it keeps in flight (Pace) and when
-it takes the server for stuck (Watch). Why this way: codeeval/generation/api_client.py.
+it takes the server for stuck (Watch). Why this way: codeeval/generation/api/client.py.
 
 Pace: concurrency backs off when answers slow down. A first token that comes more than SLOW times and
 SLACK_S seconds later than the quickest one seen means the server is queueing our requests, so the

@@ -20,7 +20,7 @@ page) fails at once: asking again would only get the same page. A reasoning mode
 vLLM and SGLang (with a reasoning parser), DeepSeek and OpenRouter send beside `content` as
 `reasoning_content` or `reasoning`, is kept apart from the answer's text.
 
-Concurrency backs off when answers slow down (codeeval/generation/api_pace.py).
+Concurrency backs off when answers slow down (codeeval/generation/api/pace.py).
 
 Every retry and timeout is reported through `note(kind, line)`, one line each.
 """
@@ -37,7 +37,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from codeeval.generation.api_pace import Pace, Watch
+from codeeval.generation.api.pace import Pace, Watch
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 BUSY_STATUS = {429, 503}

@@ -22,8 +22,8 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from codeeval.generation.sampling import choose, uniforms
-from codeeval.generation.slot_cache import SlotCache
+from codeeval.generation.hf.sampling import choose, uniforms
+from codeeval.generation.hf.static.slot_cache import SlotCache
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +34,14 @@ def compiled(fn: Callable, mode: str = "default", thin_rows: int = 0) -> Callabl
     ``max-autotune-no-cudagraphs`` also times Triton's matrix products against cuBLAS's for each
     shape: minutes more of compiling, for the decode steps of a long run. ``thin_rows``: steps of
     at most that many slots make their matrix products as Inductor's own reductions, with block
-    sizes tuned per kernel on a GPU (codeeval/generation/thin_products.py)."""
+    sizes tuned per kernel on a GPU (codeeval/generation/hf/kernels/thin_products.py)."""
     from torch._inductor import list_mode_options
 
-    from codeeval.generation.fused_products import SameProducts
+    from codeeval.generation.hf.kernels.fused_products import SameProducts
 
     options = {**list_mode_options(mode), "post_grad_custom_pre_pass": SameProducts()}
     if thin_rows:
-        from codeeval.generation import thin_products
+        from codeeval.generation.hf.kernels import thin_products
 
         options.update(thin_products.inductor_options(thin_rows))
     return torch.compile(own_code(fn), dynamic=None, fullgraph=False, options=options)
@@ -178,8 +178,8 @@ def logits(model, tok: torch.Tensor, cache: SlotCache) -> torch.Tensor:
 
 def live_logits(model, tok: torch.Tensor, cache: SlotCache) -> torch.Tensor:
     """:func:`logits`, each slot's attention reading only the blocks of its own columns
-    (codeeval/generation/live_attention.py; compiled only)."""
-    from codeeval.generation import live_attention
+    (codeeval/generation/hf/kernels/live_attention.py; compiled only)."""
+    from codeeval.generation.hf.kernels import live_attention
 
     length = cache.layers[0].keys.shape[2]  # the keys' size, not ``cache.length``: compiled for any length
     return _forward(model, tok, cache, live_attention.block_mask(cache.columns, length))

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
-from codeeval.generation import chat
-from codeeval.generation.requests import Job
+from codeeval.generation.prompts import chat
+from codeeval.generation.prompts.requests import Job
 
 
 def ends(tokenizer, row: Job, tail: str, tokens: list[int]) -> bool:

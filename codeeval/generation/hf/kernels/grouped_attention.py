@@ -8,7 +8,7 @@ cache as many times larger as there are query heads per key head. For one new to
 transformers itself avoids that when not compiling (``pack_gqa``): a key head's queries become
 the query positions of one attention over that head. This does the same when compiling, with
 the same SDPA call; everything else (prefill, masks of other shapes) is transformers' own.
-A block mask (the decoder's live attention) goes to codeeval/generation/live_attention.py.
+A block mask (the decoder's live attention) goes to codeeval/generation/hf/kernels/live_attention.py.
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
     from transformers.integrations.sdpa_attention import pack_gqa, sdpa_attention_forward
 
     if isinstance(attention_mask, BlockMask):
-        from codeeval.generation import live_attention
+        from codeeval.generation.hf.kernels import live_attention
 
         return live_attention.attention(module, query, key, value, attention_mask, scaling, **kwargs), None
 

@@ -1,0 +1,1 @@
+"""The OpenAI-compatible HTTP backend: its client, pacing and request journal (standard library only)."""
