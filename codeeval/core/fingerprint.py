@@ -60,12 +60,18 @@ def model_fingerprint(model: str, revision: Optional[str] = None) -> str:
 
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
-    """Hash of codeeval's own sources: a code change invalidates every cached shard."""
+    """Hash of codeeval's own sources: a code change invalidates every cached shard. Hidden folders
+    are not sources: an image build stages a whole root file system in codeeval/.cache/images (a
+    checkout's; a wheel has none), whose Python files would change the hash, and vanish under a
+    reader while another process builds (CI: a flow failed with FileNotFoundError)."""
     from codeeval import __version__
 
     root = Path(__file__).resolve().parents[1]  # the codeeval package, every layer of it
     h = hashlib.sha256(__version__.encode())
     for source in sorted(root.rglob("*.py")):
-        h.update(source.relative_to(root).as_posix().encode())
+        name = source.relative_to(root)
+        if any(part.startswith(".") for part in name.parts[:-1]):
+            continue
+        h.update(name.as_posix().encode())
         h.update(source.read_bytes())
     return h.hexdigest()[:16]
