@@ -53,6 +53,14 @@ def refusal(actual: str, need: str) -> str:
             f"--sandbox-runtime {need}, or {RUNTIME_ENV}={need} on the worker")
 
 
+def pids_limit(processes: int, runtime: str) -> int:
+    """A container's --pids-limit for `processes` of its own: under a runtime with its own kernel,
+    that kernel's host threads on top (OWN_KERNEL)."""
+    if runtime in OWN_KERNEL:
+        return processes * HOST_TASKS_PER_PROCESS + HOST_TASKS_BASE
+    return processes
+
+
 def missing(name: str) -> str:
     """The one line for an engine that lacks the runtime."""
     setup = f"make engine RUNTIME={name}" if name == "runsc" else "register it in the engine's daemon.json"

@@ -115,7 +115,7 @@ class DockerSandbox(Sandbox):
             "--tmpfs", f"/tmp:{scratch},size={container.tmpfs_mb}m,mode=1777",
             "--tmpfs", f"/out:rw,noexec,nosuid,nodev,size={out_mb}m,mode=1777",
             "--shm-size", f"{container.shm_mb}m",
-            "--pids-limit", str(self._pids(self.processes)),
+            "--pids-limit", str(runtimes.pids_limit(self.processes, self.container_runtime)),
             "--memory", f"{memory}m", "--memory-swap", f"{memory}m",
             "--cpus", f"{container.cpus:g}",
             "--cap-drop", "ALL",
@@ -145,12 +145,6 @@ class DockerSandbox(Sandbox):
         """The processes a program (and, under runc, the server) may have: runc's --pids-limit,
         gVisor's RLIMIT_NPROC for the program's uid."""
         return self.container.pids or self.limits.nproc + 16
-
-    def _pids(self, processes: int) -> int:
-        """--pids-limit for `processes`: under gVisor its own host threads on top (runtimes.OWN_KERNEL)."""
-        if self.own_kernel:
-            return processes * runtimes.HOST_TASKS_PER_PROCESS + runtimes.HOST_TASKS_BASE
-        return processes
 
     def describe(self) -> dict:
         return {"executor": self.name, "image": self.image, "runtime": self.container_runtime}

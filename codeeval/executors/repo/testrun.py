@@ -70,13 +70,15 @@ class TestRunner:
 
     def _container(self, argv: list[str], extra: list[str], timeout_s: float) -> TestRun:
         name = f"codeeval-repo-{uuid.uuid4().hex[:12]}"
+        from codeeval.executors.docker import runtimes
         from codeeval.executors.docker.owners import LABEL, OWNER_LABEL, _owner_id
 
         # the sandbox's labels: any codeeval run's sweep removes it once this process is gone
         flags = ["--label", f"{LABEL}=repo", "--label", f"{OWNER_LABEL}={_owner_id()}",
                  "--network", "none", "--read-only", "--tmpfs", "/tmp:rw,exec,size=512m",
                  "--memory", f"{self.memory_mb}m", "--memory-swap", f"{self.memory_mb}m",
-                 "--pids-limit", str(self.pids), "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+                 "--pids-limit", str(runtimes.pids_limit(self.pids, self.container_runtime)),
+                 "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
                  "--user", f"{os.getuid()}:{os.getgid()}", "-e", "HOME=/tmp",
                  "-v", f"{GUARD}:/opt/codeeval-repo/guard.py:ro",
                  *(["--runtime", self.container_runtime] if self.container_runtime else []), *extra]
