@@ -36,8 +36,8 @@ def flow_run_tasks(flow_name: str, config=None) -> tuple[dict, dict]:
 
 
 def settled(flow_name: str, timeout: float = 30.0) -> tuple[dict, dict, list]:
-    """flow_run_tasks, the flow run and its logs, once the server has recorded every skipped shard's
-    state as the UI shows it (task run states and logs arrive in batches: Cancelled, named Skipped,
+    """flow_run_tasks, the flow run and its logs, once the server has recorded every task run's final
+    state, each skipped shard's as the UI shows it (task run states and logs arrive in batches: Cancelled, named Skipped,
     tasks/skips.py) and its log line; as they stand when `timeout` ran out otherwise (the test then
     says what it saw)."""
     from prefect.client.orchestration import get_client
@@ -51,7 +51,10 @@ def settled(flow_name: str, timeout: float = 30.0) -> tuple[dict, dict, list]:
             (run,) = client.read_flow_runs(flow_run_filter=FlowRunFilter(
                 name=FlowRunFilterName(like_=f"{flow_name}-")), sort=FlowRunSort.START_TIME_DESC, limit=1)
             logs = client.read_logs(log_filter=LogFilter(flow_run_id={"any_": [run.id]}))
-        shown = all(t.state.type.value == "CANCELLED" for t in tasks.values() if t.state.name == "Skipped")
+        # every task run recorded in a final state (a late batch leaves one Pending, under Prefect's hash
+        # name, until its own states arrive), each skipped one as the UI shows it
+        shown = tasks and all(t.state.is_final() for t in tasks.values()) and all(
+            t.state.type.value == "CANCELLED" for t in tasks.values() if t.state.name == "Skipped")
         if shown and any(log.message.startswith("Finished in state Skipped") for log in logs) \
                 or time.monotonic() > deadline:
             return tasks, arts, [run, logs]
