@@ -13,6 +13,7 @@ import time
 from typing import Callable, Optional, Sequence
 
 from codeeval.cli_args import build_parser, config_from_args
+from codeeval.cli_commands import COMMANDS
 from codeeval.core import memory
 from codeeval.core.errors import RunFailed, UsageError, no_space
 from codeeval.reporting.summary import no_space_message, results_table
@@ -76,13 +77,14 @@ def run(config, phases: Phases) -> Optional[dict]:
 def _prepare(config, phases: Phases) -> list:
     """Flags, outputs, model, sandbox and data checked, the flow module imported: the plans."""
     from codeeval.core import hub
+    from codeeval.generation import LOADS_WEIGHTS
     from codeeval.pipeline.plan import check, plan_run
     from codeeval.preflight import check_model, check_outputs, check_sandbox
 
     phases.mark("imports")
     check(config)
     check_outputs(config)
-    if config.backend_kind in ("transformers", "vllm") or not config.data_dir:
+    if config.backend_kind in LOADS_WEIGHTS or not config.data_dir:
         hub.go_offline_if_unreachable()  # before huggingface_hub loads: no retries offline
     check_model(config)
     check_sandbox(config)
@@ -124,41 +126,6 @@ def nightly(models_file: str, output_dir: Optional[str], runs_dir: Optional[str]
             result = nightly_leaderboard(models_file, output_dir=output_dir, runs_dir=runs_dir)
     print(f"leaderboard: {result['rows']} rows, {len(result['changes'])} changes since the previous night; "
           f"{result['html']}")
-    return 0
-
-
-def inspect_run(run: str) -> int:
-    from codeeval.core import storage
-    from codeeval.pipeline.failures import run_report
-
-    root = storage.locate(run)
-    try:
-        report, _ = run_report(root)
-    except FileNotFoundError as exc:
-        raise UsageError(f"no run at {run}: {exc}") from None
-    print(report, end="")
-    return 0
-
-
-def compare_runs(run_a: str, run_b: str) -> int:
-    from codeeval.core import storage
-    from codeeval.reporting.compare import report
-
-    print(report(storage.locate(run_a), storage.locate(run_b)), end="")
-    return 0
-
-
-def view_runs(run: str, run_b: Optional[str], out: Optional[str], port: Optional[int]) -> int:
-    from pathlib import Path
-
-    from codeeval.core import storage
-    from codeeval.reporting.view import serve, site
-
-    roots = [storage.locate(r) for r in (run, run_b) if r]
-    index = site.write(roots, Path(out) if out else site.default_out(roots))
-    print(f"view: {index.resolve()}")
-    if port is not None:
-        serve.forever(index.parent, port)
     return 0
 
 
@@ -231,7 +198,6 @@ class Phases:
         if os.environ.get("CODEEVAL_PHASES") == "1":
             print("codeeval: phases " + json.dumps(self.marks), file=sys.stderr)
 
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     memory.limit_malloc_arenas()  # before any thread starts (codeeval/core/memory.py)
     phases = Phases()
@@ -242,47 +208,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         handlers = {signum: signal.signal(signum, _on_signal) for signum in (signal.SIGTERM, signal.SIGINT)}
         stop_watching = _watch_stop_signals()
     try:
-        if args.command == "tasks":
-            from codeeval.benchmarks.registry import TASKS, get_task, task_names
-
-            for name in task_names():
-                spec = get_task(name) if name in TASKS else None
-                metrics = ", ".join(m.name for m in spec.metrics) if spec else ""
-                print(f"{name:<32} {metrics:<22} {spec.description if spec else ''}")
-            return 0
-        if args.command == "leaderboard":
-            from codeeval.reporting.leaderboard import load_results, scores, table
-
-            print((scores if args.scores else table)(load_results(args.results)))
-            return 0
-        if args.command == "inspect":
-            return inspect_run(args.run)
-        if args.command == "view":
-            return view_runs(args.run, args.run_b, args.out, args.serve)
-        if args.command == "compare":
-            return compare_runs(args.run_a, args.run_b)
         if args.command == "nightly":
             return nightly(args.models_file, args.output_dir, args.runs_dir)
-        if args.command == "images":
-            from codeeval import image_builds
-
-            if args.images_command == "tags":
-                for name, tag in image_builds.tags().items():
-                    print(f"{name:<18} {tag}")
-                return 0
-            return image_builds.build(args.runtime)
-        if args.command in ("server", "deploy", "models"):
-            from codeeval import team
-
-            return team.command(args)
-        if args.command == "repo-envs":
-            from pathlib import Path
-
-            from codeeval.pipeline.repo_envs import report
-
-            report(args.task, args.data_dir and Path(args.data_dir),
-                   args.source_code_root and Path(args.source_code_root), args.executor)
-            return 0
+        command = COMMANDS.get(args.command)
+        if command is not None:  # every other subcommand but `run`, which prints its results below
+            return command(args)
         results = run(config_from_args(args), phases)
     except UsageError as exc:
         print(f"codeeval: error: {exc}", file=sys.stderr)

@@ -16,6 +16,7 @@ from pathlib import Path
 from codeeval.core import storage
 from codeeval.core.errors import UsageError
 from codeeval.executors.docker import runtimes
+from codeeval.generation import LOADS_WEIGHTS
 from codeeval.pipeline.config import RunConfig
 
 
@@ -56,7 +57,7 @@ def check_output(path: str, flag: str) -> None:
 
 def check_model(config: RunConfig) -> None:
     kind = config.backend_kind
-    if kind in ("transformers", "vllm"):
+    if kind in LOADS_WEIGHTS:
         from codeeval.generation.models.model_source import resolve
 
         resolve(config.model, config.generation.revision, check_hub=True)

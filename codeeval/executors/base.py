@@ -20,6 +20,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Sequence
 
+from codeeval.core.progress import Progress
 from codeeval.executors.cputime import CLOCK, CPU, MAX_SLOWDOWN, REFERENCE_S, WALL
 
 # Outcome.status values.
@@ -131,8 +132,6 @@ class Outcome:
                 found.append(data)
         return found
 
-
-Progress = Optional[Callable[[int], None]]  # called with the number of programs just finished
 
 
 class Sandbox(abc.ABC):

@@ -23,8 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
+from codeeval.core.progress import Progress
 from codeeval.executors import cputime, runner
-from codeeval.executors.base import Limits, Outcome, Program, Progress, Sandbox, classify, rlimit_spec, safe_name
+from codeeval.executors.base import Limits, Outcome, Program, Sandbox, classify, rlimit_spec, safe_name
 
 RUNNER = Path(__file__).with_name("runner.py")
 SCRATCH_PREFIX = "codeeval-scratch-"  # + the owner's pid: what a killed run leaves is found and removed

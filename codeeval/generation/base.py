@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
+from codeeval.core.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,6 @@ class GenOutput:
     thinking: Optional[str] = None  # a reasoning model's thinking, taken off the answer (None: none seen)
     thinking_tokens: Optional[int] = None  # its tokens, where the server or the tokenizer tells
 
-
-Progress = Optional[Callable[[int], None]]
 
 
 @dataclass

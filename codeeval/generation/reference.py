@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
-from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress
+from codeeval.core.progress import Progress
+from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest
 
 
 class ReferenceBackend(Backend):

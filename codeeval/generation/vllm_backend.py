@@ -24,8 +24,9 @@ from typing import Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core.fingerprint import model_fingerprint
+from codeeval.core.progress import Progress
 from codeeval.generation import options
-from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress, token_budget
+from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, token_budget
 from codeeval.generation.models import model_source
 from codeeval.generation.prompts.requests import Job, Renderer, plan_jobs
 from codeeval.generation.prompts.seeds import sample_seed

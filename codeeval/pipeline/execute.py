@@ -10,7 +10,8 @@ import dataclasses
 from typing import Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec, Verdict
-from codeeval.executors.base import Program, Progress, Sandbox
+from codeeval.core.progress import Progress
+from codeeval.executors.base import Program, Sandbox
 from codeeval.generation.prompts.thinking import UNFINISHED
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Mapping, Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
-from codeeval.generation.base import Backend, CallContext, GenRequest, Progress
+from codeeval.core.progress import Progress
+from codeeval.generation.base import Backend, CallContext, GenRequest
 from codeeval.generation.prompts.thinking import UNFINISHED
 
 

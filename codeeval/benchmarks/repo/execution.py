@@ -20,7 +20,8 @@ from codeeval.benchmarks.metrics import PassAtK, by_problem
 from codeeval.benchmarks.spec import Execution, Problem, Sample, Verdict
 from codeeval.core.cache import cache_file, read_cached, write_cached
 from codeeval.core.fingerprint import digest
-from codeeval.executors.base import Outcome, Progress
+from codeeval.core.progress import Progress
+from codeeval.executors.base import Outcome
 from codeeval.executors.repo.envs import RECIPE_VERSION, TEST_REQUIREMENTS, requirements
 from codeeval.executors.repo.jobs import ENV_ERROR, MODES, RepoJob, RepoRun
 from codeeval.executors.repo.lock import limit_name

@@ -32,12 +32,12 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from codeeval.core.progress import Progress
 from codeeval.executors.base import (
     SANDBOX_ERROR,
     Limits,
     Outcome,
     Program,
-    Progress,
     Sandbox,
     classify,
 )

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from codeeval.executors.base import FAILED, PASSED, SANDBOX_ERROR, TIMEOUT, Outcome, Program, Progress
+from codeeval.core.progress import Progress
+from codeeval.executors.base import FAILED, PASSED, SANDBOX_ERROR, TIMEOUT, Outcome, Program
 from codeeval.executors.repo import tree
 from codeeval.executors.repo.envs import EnvError, ensure_env
 from codeeval.executors.repo.lock import host_lock

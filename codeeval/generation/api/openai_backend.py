@@ -3,7 +3,8 @@
 Works with the OpenAI API and with servers that speak it (vLLM's and SGLang's OpenAI servers,
 llama.cpp's server, ``transformers serve``, TGI's Messages API, ...). Standard library only; the HTTP
 side (streaming, the stall timeout, retries, concurrency that backs off) is
-codeeval/generation/api/client.py, the request journal codeeval/generation/api/journal.py.
+codeeval/generation/api/client.py, the request journal codeeval/generation/api/journal.py, a call's
+requests in flight codeeval/generation/api/batch.py.
 
 Settings come from ``BackendSpec.options`` (the CLI maps its flags onto them; declared with their
 defaults in codeeval/generation/options.py, listed in docs/generation.md), then the environment
@@ -23,22 +24,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import queue
-import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Optional, Sequence
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
+from codeeval.core.progress import Progress
 from codeeval.generation import options
+from codeeval.generation.api.batch import Batch, Job, groups
 from codeeval.generation.api.client import Client, HTTPError  # noqa: F401 - HTTPError: what a failed call raises
-from codeeval.generation.api.journal import Journal, journal_dir, request_key
-from codeeval.generation.api.pace import Cancelled
-from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress
+from codeeval.generation.api.journal import Journal, journal_dir
+from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest
 from codeeval.generation.prompts import chat
 from codeeval.generation.prompts.requests import Renderer, Rendering, request_stops, to_output
 from codeeval.generation.prompts.seeds import sample_seed
-
-COUNTED = {"timeout": "timeouts", "retry": "retries", "slower": "slowdowns"}
 
 
 class OpenAIBackend(Backend):
@@ -97,8 +94,8 @@ class OpenAIBackend(Backend):
         """(path, body) of one request."""
         rendered, fmt = prepared
         if rendered.mode == "messages":
-            return "chat/completions", {"model": self.spec.model, "messages": [{"role": "user", "content": rendered.text}],
-                                        **self._sampling(req)}
+            messages = [{"role": "user", "content": rendered.text}]
+            return "chat/completions", {"model": self.spec.model, "messages": messages, **self._sampling(req)}
         stops = () if rendered.mode == "answer" else request_stops(req.stop, fmt)  # answers run whole
         body = {"model": self.spec.model, "prompt": rendered.text, **self._sampling(req)}
         if stops and self.max_stop > 0:
@@ -119,109 +116,34 @@ class OpenAIBackend(Backend):
                  progress: Progress = None, context: Optional[CallContext] = None) -> list[GenOutput]:
         context = context or CallContext()
         by_id = {p.task_id: p for p in problems}
-        groups: dict[tuple, list[int]] = {}
-        for i, req in enumerate(requests):
-            key = (req.task_id, req.prompt, req.stop) if not self.args.do_sample else (i,)
-            groups.setdefault(key, []).append(i)
         prepared: dict[tuple[str, str], Rendering] = {}  # rendered once per prompt, not per sample
         for req in requests:
             if (req.task_id, req.prompt) not in prepared:
                 prepared[req.task_id, req.prompt] = self.renderer.render(task, by_id.get(req.task_id), req.prompt)
-        journal = Journal(journal_dir(context.journal, self.base_url, self.spec.model)) if context.journal else None
         outputs: list[Optional[GenOutput]] = [None] * len(requests)
-        tally = Tally()
-        lines: queue.Queue = queue.Queue()
-        client = Client(self.base_url, self.api_key, stream=self.stream, stall_s=self.timeout_s,
-                        concurrency=self.concurrency, max_retries=self.max_retries, backoff_s=self.backoff_s,
-                        note=lambda kind, line: lines.put((kind, line)))
 
-        def settle(idx: list[int], answer: dict) -> None:
-            req = requests[idx[0]]
+        def settle(rows: list[int], answer: dict) -> None:
+            req = requests[rows[0]]
             out = self._output(task, req, prepared[req.task_id, req.prompt], answer)
-            for i in idx:
+            for i in rows:
                 outputs[i] = dataclasses.replace(out)
             if progress:
-                progress(len(idx))
+                progress(len(rows))
 
-        def send(path: str, body: dict, key: str, label: str) -> dict:
-            try:
-                answer = client.post(path, body, label).record()
-            except BaseException:
-                client.close()  # now, in this thread: no request starts after one failed for good
-                raise
-            if journal is not None:
-                journal.put(key, answer)  # kept before anything else happens to it
-            return answer
-
-        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai")
-        futures = {}
-        started = time.monotonic()
-        try:
-            for idx in groups.values():
-                req = requests[idx[0]]
-                path, body = self._request(req, prepared[req.task_id, req.prompt])
-                key = request_key(f"{self.base_url}/{path}", body)
-                if journal is not None and (kept := journal.get(key)) is not None:
-                    tally.add(kept, "from_journal")
-                    settle(idx, kept)
-                    continue
-                label = req.task_id if not self.args.do_sample else f"{req.task_id} sample {req.sample}"
-                futures[pool.submit(send, path, body, key, label)] = idx
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                self._say(lines, context, tally)
-                for fut in done:
-                    if isinstance(fut.exception(), Cancelled):
-                        continue  # stopped by the failure that the failed request's own future raises
-                    answer = fut.result()  # an error that outlived its retries fails the shard
-                    tally.add(answer, "answered")
-                    settle(futures[fut], answer)
-        except BaseException:
-            # fail at once: queued requests are cancelled (those in flight end on their own)
-            client.close()
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-        finally:
-            self._say(lines, context, tally)
-            if journal is not None:
-                journal.close()
-        client.close()
-        pool.shutdown(wait=True)
-        context.usage.update(tally.usage(client, time.monotonic() - started if futures else 0.0))
+        sampled = self.args.do_sample  # each sample its own request; identical greedy ones sent once
+        jobs = []
+        for rows in groups(len(requests), lambda i: (i,) if sampled else (
+                requests[i].task_id, requests[i].prompt, requests[i].stop)):
+            req = requests[rows[0]]
+            path, body = self._request(req, prepared[req.task_id, req.prompt])
+            jobs.append(Job(rows, path, body, f"{req.task_id} sample {req.sample}" if sampled else req.task_id))
+        batch = Batch(self.base_url, context.say)
+        client = Client(self.base_url, self.api_key, stream=self.stream, stall_s=self.timeout_s,
+                        concurrency=self.concurrency, max_retries=self.max_retries, backoff_s=self.backoff_s,
+                        note=batch.note)
+        journal = Journal(journal_dir(context.journal, self.base_url, self.spec.model)) if context.journal else None
+        context.usage.update(batch.answer(client, self.concurrency, jobs, settle, journal))
         return outputs  # type: ignore[return-value]
-
-    def _say(self, lines: queue.Queue, context: CallContext, tally: "Tally") -> None:
-        """The notes of the client's threads, said from the shard's own thread (its log is the terminal's)."""
-        while True:
-            try:
-                kind, line = lines.get_nowait()
-            except queue.Empty:
-                return
-            tally.counts[COUNTED[kind]] += 1
-            context.say(f"openai {self.base_url}: {line}")
-
-
-class Tally:
-    """What one call cost: answers and their tokens, by where they came from."""
-
-    def __init__(self):
-        self.counts = {"answered": 0, "from_journal": 0, "timeouts": 0, "retries": 0, "slowdowns": 0}
-        self.tokens = {"answered": [0, 0], "from_journal": [0, 0]}  # [prompt, completion]
-
-    def add(self, answer: dict, source: str) -> None:
-        usage = answer.get("usage") or {}
-        self.counts[source] += 1
-        self.tokens[source][0] += int(usage.get("prompt_tokens") or 0)
-        self.tokens[source][1] += int(usage.get("completion_tokens") or 0)
-
-    def usage(self, client: Client, wall_s: float) -> dict:
-        sent_prompt, sent_completion = self.tokens["answered"]
-        return {"requests_sent": client.sent, **self.counts,
-                "prompt_tokens": sent_prompt + self.tokens["from_journal"][0],
-                "completion_tokens": sent_completion + self.tokens["from_journal"][1],
-                "sent_prompt_tokens": sent_prompt, "sent_completion_tokens": sent_completion,
-                "wall_s": round(wall_s, 3), "concurrency": [client.pace.top, client.pace.lowest]}
 
 
 def _finish(answer: dict) -> str:

@@ -42,8 +42,9 @@ import torch
 
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core.fingerprint import model_fingerprint
+from codeeval.core.progress import Progress
 from codeeval.generation import options
-from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress, token_budget
+from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, token_budget
 from codeeval.generation.hf.compile_store import CompileStore
 from codeeval.generation.hf.decoder import BatchDecoder
 from codeeval.generation.hf.static.static_decoder import StaticDecoder, Unsupported

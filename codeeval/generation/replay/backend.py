@@ -28,7 +28,8 @@ from codeeval.benchmarks.data import encodable, parse_json
 from codeeval.benchmarks.spec import Problem, TaskSpec
 from codeeval.core.errors import UsageError
 from codeeval.core.fingerprint import file_digest
-from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, Progress
+from codeeval.core.progress import Progress
+from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest
 from codeeval.generation.prompts import chat, thinking
 from codeeval.generation.replay.spill import Spill
 from codeeval.generation.replay.stream import NotStreamable, array_items
