@@ -29,10 +29,10 @@ ORCHESTRATION = ("tasks", "flows", "app")  # where Prefect may be imported
 # that prompts, the API backend, replay and the model sources run where torch is not installed.
 # (transformers is not in the rule: models/smollm2.py writes the HF directory with it, and training/ uses it.)
 TORCH_IN_GENERATION = ("codeeval.generation.hf", "codeeval.generation.vllm_backend")
-NOT_MODULES = ("harness", "containers")  # files copied into sandboxes, recipes
-# Copied flat into the images' /opt/codeeval, where they import each other by their bare names.
-IN_IMAGE = ("codeeval/executors/runner", "codeeval/executors/docker/server", "codeeval/executors/docker/server_frames",
-            "codeeval/executors/docker/server_fork", "codeeval/executors/docker/server_reset")
+# Files copied into sandboxes (a family's harness, the sandbox server: executors/docker/inside/, copied flat
+# into the images' /opt/codeeval, where they import each other by their bare names), image recipes.
+NOT_MODULES = ("harness", "inside", "containers")
+IN_IMAGE = ("codeeval/executors/runner",)  # copied into the images too, where `cputime` is a top-level module
 
 
 def modules() -> dict[str, Path]:

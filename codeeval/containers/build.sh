@@ -8,7 +8,7 @@
 #                           downloaded on the host (recipe: containers/python/stage.sh)
 #   codeeval-python:<hash>  the packages + the sandbox server, non-root user
 #                           (recipe: this file, executors/runner.py, executors/cputime/,
-#                           executors/docker/server*.py)
+#                           executors/docker/inside/)
 #
 # The tags come from executors/docker/images.py, which the Docker sandbox uses to find the image.
 # Each tag hashes its recipe files (and its parent's tag): every step that shapes the base

@@ -12,9 +12,9 @@ server_layer() {
     trap 'docker rm -f "$_layer" >/dev/null 2>&1 || true' EXIT
     local tmp=$_layer
     mkdir -p "$stage/opt/codeeval/cputime"  # the files images.py's SERVER_FILES hashes, by the same globs
-    cp executors/runner.py executors/docker/server_*.py "$stage/opt/codeeval/"
+    cp executors/runner.py executors/docker/inside/server_*.py "$stage/opt/codeeval/"
     cp executors/cputime/*.py "$stage/opt/codeeval/cputime/"
-    cp executors/docker/server.py "$stage/opt/codeeval/docker_server.py"
+    cp executors/docker/inside/server.py "$stage/opt/codeeval/docker_server.py"
     docker create --name "$tmp" --network none "$from" python3 -m compileall -q -j 0 "$@" /opt/codeeval >/dev/null
     docker cp "$stage/." "$tmp:/"
     docker start -a "$tmp" >/dev/null || { docker rm -f "$tmp" >/dev/null; die "byte-compiling in $tag failed"; }

@@ -5,7 +5,7 @@
 #   codeeval-multiple-<suite>-toolchains:<hash>  Debian <suite> minbase + python3 + the toolchains in
 #                           containers/multiple/<suite>.txt (recipe: containers/multiple/rootfs.sh)
 #   codeeval-multiple-<suite>:<hash>  the toolchains + the sandbox server, non-root user (recipe: this
-#                           file, executors/runner.py, executors/cputime/, executors/docker/server*.py)
+#                           file, executors/runner.py, executors/cputime/, executors/docker/inside/)
 #
 # Suites: bookworm (20 languages), trixie (Swift only: bookworm has none). Julia has no image.
 # Env: CODEEVAL_MULTIPLE_SUITES (default "bookworm trixie"), CODEEVAL_BUILD_DIR, PYTHON, DEBIAN_MIRROR.

@@ -23,8 +23,8 @@ PACKAGES_FILES = ("containers/python/requirements.txt", "containers/python/stage
 # The server layer's files: what containers/server_layer.sh copies into /opt/codeeval, by the same globs.
 SERVER_FILES = ("containers/server_layer.sh", "executors/runner.py",
                 *(p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "executors" / "cputime").glob("*.py"))),
-                "executors/docker/server.py",
-                *(p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "executors" / "docker").glob("server_*.py"))))
+                "executors/docker/inside/server.py",
+                *(p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "executors" / "docker" / "inside").glob("server_*.py"))))
 PYTHON_FILES = ("containers/build.sh", *SERVER_FILES)
 # The DS-1000 image: the base + the data-science stack (torch and tensorflow CPU) + the same server; on demand only.
 DS1000_FILES = ("containers/ds1000/requirements.txt", "containers/ds1000/build.sh", *SERVER_FILES)
