@@ -6,7 +6,7 @@ read from the git mirrors or folders named on the command line) into a scratch f
 in OUR `multiple-<lang>` images and runs `eval_string_script(lang, program)` there, 2 programs
 at a time. The commands Debian lacks are thin shims on PATH: `csc` -> Mono's `mcs` (same
 options, `/x:` spelled `-x:`), `rdmd` -> `ldmd2` (compile, then run the binary: what rdmd does).
-The same programs then go through our runners (the Docker sandbox, codeeval/executors/multiple).
+The same programs then go through our runners (the Docker sandbox, codeeval/benchmarks/multiple).
 
 Programs, per language (HumanEval reworded prompts): the right and wrong bodies of
 tests/multiple_bodies.py (2 problems), and adversarial bodies of HumanEval_53_add: an endless
@@ -41,12 +41,12 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from multiple_bodies import ADD, BODIES  # noqa: E402
 
+from codeeval.benchmarks.multiple.languages import LANGUAGES  # noqa: E402
 from codeeval.benchmarks.registry import get_task  # noqa: E402
 from codeeval.benchmarks.spec import LoadOptions  # noqa: E402
 from codeeval.executors.base import Limits  # noqa: E402
 from codeeval.executors.docker import images  # noqa: E402
 from codeeval.executors.docker.sandbox import DockerSandbox  # noqa: E402
-from codeeval.executors.multiple.languages import LANGUAGES  # noqa: E402
 
 SYNTAX = "\n  )))) @@@ (((( ;;\n"  # a parse error in every language
 # Adversarial bodies of HumanEval_53_add (x, y) appended to the stripped prompt.

@@ -1,4 +1,4 @@
-"""Checks codeeval/benchmarks/moses.py against the Perl detokenizer bigcode runs (not part of the tests:
+"""Checks codeeval/benchmarks/codexglue/moses.py against the Perl detokenizer bigcode runs (not part of the tests:
 it needs perl and `pip install mosestokenizer==1.0.0 sacremoses` in a scratch environment).
 
     python scripts/compare_moses.py     # prints how many token lists differ, ours and sacremoses'
@@ -71,7 +71,7 @@ def main() -> None:
                 ours_differ += 1
                 print("ours differ:", tokens, repr(expected), repr(ours.detokenize(tokens)))
             sacre_differ += sacre.detokenize(tokens) != expected
-    print(f"{len(lists)} token lists: codeeval/benchmarks/moses.py differs on {ours_differ}, sacremoses on {sacre_differ}")
+    print(f"{len(lists)} token lists: codeeval/benchmarks/codexglue/moses.py differs on {ours_differ}, sacremoses on {sacre_differ}")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from codeeval.benchmarks.bleu import (
+from codeeval.benchmarks.codexglue.bleu import (
     CodeXGlueBleu,
     CorpusBleu,
     codexglue_bleu,

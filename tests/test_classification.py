@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from codeeval.benchmarks.classification import COMPLEXITIES, macro_f1
-from codeeval.benchmarks.classification_data import codecomplex_cut
+from codeeval.benchmarks.classification.data import codecomplex_cut
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Sample
 from codeeval.core.errors import UsageError

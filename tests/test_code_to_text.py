@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from codeeval.benchmarks import code_to_text
+from codeeval.benchmarks.codexglue import code_to_text
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Sample
 from codeeval.core.errors import UsageError

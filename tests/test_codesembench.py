@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from codeeval.benchmarks import codesembench
-from codeeval.benchmarks import codesembench_score as score
+from codeeval.benchmarks.codesembench import score as score
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions, Sample
 from codeeval.core.errors import UsageError

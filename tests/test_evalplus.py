@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from docker_env import ensure_images
 
-from codeeval.benchmarks import evalplus_judge
-from codeeval.benchmarks.mbppplus_inputs import deserialize
+from codeeval.benchmarks.evalplus import judge as evalplus_judge
+from codeeval.benchmarks.evalplus.mbppplus_inputs import deserialize
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
 from codeeval.executors.docker.sandbox import DockerSandbox

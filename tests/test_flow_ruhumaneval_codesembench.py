@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from test_codesembench import mock_llm
 
-from codeeval.benchmarks import codesembench_score
+from codeeval.benchmarks.codesembench import score as codesembench_score
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
 from codeeval.cli import main

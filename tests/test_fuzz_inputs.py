@@ -244,7 +244,7 @@ def mutated(draw, lines: list[str]) -> bytes:
 def assert_usable(task: str, problems: list[Problem]) -> None:
     """What the run computes from each record before and around the sandbox works, and every text
     it would write is writable: a record accepted at load is one the task can score."""
-    from codeeval.benchmarks.evalplus_judge import DifferentialTests, OneTestProgram, truth_key, truth_program
+    from codeeval.benchmarks.evalplus.judge import DifferentialTests, OneTestProgram, truth_key, truth_program
 
     spec = get_task(task)  # no problems at all: plan_task refuses the task
     for p in problems:

@@ -60,7 +60,7 @@ from test_cpu_limit import CGROUP_COUNTERS
 from test_cpu_limit import PROGRAMS as CLOCKED
 from test_multiple import ensure_multiple_images, judge_all, problems_of
 
-from codeeval.benchmarks.evalplus_judge import truth_key
+from codeeval.benchmarks.evalplus.judge import truth_key
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.repo.execution import runner_for
 from codeeval.benchmarks.spec import LoadOptions

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from codeeval.benchmarks.moses import detokenize
+from codeeval.benchmarks.codexglue.moses import detokenize
 
 PERL = [
     ("Returns the sum of two numbers .", "Returns the sum of two numbers."),

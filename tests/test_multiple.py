@@ -16,12 +16,12 @@ from multiple_bodies import BODIES
 
 from codeeval.benchmarks import multiple
 from codeeval.benchmarks.data import read_jsonl
+from codeeval.benchmarks.multiple.languages import LANGUAGES
 from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.spec import LoadOptions
 from codeeval.core.errors import UsageError
 from codeeval.executors.docker import images
 from codeeval.executors.docker.sandbox import DockerSandbox, SandboxUnavailable
-from codeeval.executors.multiple.languages import LANGUAGES
 
 RUNNABLE = sorted(LANGUAGES)
 
@@ -109,7 +109,7 @@ def test_julia_is_reported_unavailable_not_skipped():
 def test_status_labels_follow_multipl_e_evaluators():
     """The labels of failing programs as MultiPL-E's eval_<lang>.py give them (checked against the
     upstream evaluator on the same programs: bench/multiple_reference.py, docs/multiple.md)."""
-    from codeeval.executors.multiple import languages as ml
+    from codeeval.benchmarks.multiple import languages as ml
 
     assert ml.js_rule(1, "", "ReferenceError: undefinedName is not defined") == "ReferenceError"
     assert ml.js_rule(1, "SyntaxError: Unexpected token", "") == "SyntaxError"  # js: both streams

@@ -29,8 +29,8 @@ def test_wheel_and_sdist_hold_every_file_of_the_package(built_wheel, tmp_path):
     missing_sdist = sorted(set(package_files) - sdist)
     assert not missing_wheel, f"not in the wheel: {missing_wheel}"
     assert not missing_sdist, f"not in the sdist: {missing_sdist}"
-    assert {"codeeval/executors/repo/jobs.py", "codeeval/executors/multiple/harness.py",
-            "codeeval/benchmarks/harness/evalplus.py", "codeeval/containers/build.sh",
+    assert {"codeeval/executors/repo/jobs.py", "codeeval/benchmarks/multiple/harness.py",
+            "codeeval/benchmarks/evalplus/harness.py", "codeeval/containers/build.sh",
             "codeeval/constraints.txt", "codeeval/flows/deployments/prefect.yaml",
             "codeeval/flows/deployments/models.yaml", "codeeval/reporting/view/app.js",
             "codeeval/reporting/view/shell.html"} <= set(wheel)

@@ -1,17 +1,18 @@
-"""The program text of a sandbox harness (codeeval/benchmarks/harness/<name>.py). A harness is sent as one
-program, so its `from quiet_io import ...` line is replaced by that module's text: the file reads
-as ordinary Python beside its prelude, and the sandbox needs no extra module."""
+"""The program text of a family's sandbox harness (codeeval/benchmarks/<family>/harness.py), the one
+way a family reads it. A harness is sent as one program, so its `from quiet_io import ...` line is
+replaced by that module's text (codeeval/benchmarks/quiet_io.py): the file reads as ordinary Python
+beside its prelude, and the sandbox needs no extra module."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-HERE = Path(__file__).parent / "harness"
+HERE = Path(__file__).parent
 _PRELUDE = re.compile(r"^from (quiet_io) import (\w+)(?: as (\w+))?(?:\s*#.*)?$", re.M)
 
 
-def harness_text(name: str) -> str:
-    text = (HERE / f"{name}.py").read_text(encoding="utf-8")
+def harness_text(family: str) -> str:
+    text = (HERE / family / "harness.py").read_text(encoding="utf-8")
 
     def inline(match: re.Match) -> str:
         module = (HERE / f"{match[1]}.py").read_text(encoding="utf-8")

@@ -1,7 +1,9 @@
 """Task names -> TaskSpec factories.
 
 A family is one module with `TASK_NAMES` (every name it answers, `multiple-<lang>` for each
-language of the data included) and `make(name) -> TaskSpec`, listed once in FAMILIES.
+language of the data included) and `make(name) -> TaskSpec`, listed once in FAMILIES. A family of
+more than one file is a folder: that module is its `__init__`, beside `data` (where its records
+come from) and `harness` (its sandbox program, read by harness_text) where it has them.
 """
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ from typing import Callable
 from codeeval.benchmarks import (
     apps,
     classification,
-    code_to_text,
     codesembench,
     ds1000,
     evalplus,
@@ -19,8 +20,8 @@ from codeeval.benchmarks import (
     multiple,
     pal,
     ruhumaneval,
-    text_to_code,
 )
+from codeeval.benchmarks.codexglue import code_to_text, text_to_code
 from codeeval.benchmarks.repo import family as repo_level
 from codeeval.benchmarks.spec import TaskSpec
 from codeeval.core.errors import UsageError, unknown

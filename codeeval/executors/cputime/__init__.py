@@ -29,7 +29,8 @@ The package, one responsibility a module:
   * limits  -- `watch`, the loop that ends a program at its limits, and `wait_clocked`, a
     harness's step on its session's clock.
   * alarm   -- `Alarm`: the reference's limits that a harness applies inside the program (APPS's
-    per-test alarm, EvalPlus's per-input limit, MERA's exec limit), on `own_clock`.
+    per-test alarm, EvalPlus's per-input limit, MERA's exec limit), on `own_clock`; `TimeLimit`,
+    the block every such harness shares: that alarm and ITIMER_PROF on the CPU time together.
 Clocks are zero-argument callables returning cumulative seconds; a caller subtracts the
 reading taken before the program started.
 
@@ -37,7 +38,7 @@ Standalone (stdlib only, relative imports): the Docker image copies the package 
 server (/opt/codeeval/cputime/), whose forked programs find it imported (`import cputime`); the
 local sandbox's runner imports it for them from beside runner.py.
 """
-from .alarm import Alarm
+from .alarm import Alarm, TimeLimit
 from .clocks import Clock, cgroup_clock, container_clock, group_clock, max_rate
 from .limits import CLOCK, CPU, ENDED, MIN_POLL_S, POLL_S, WALL, wait_clocked, watch
 from .queued import group_queued, others_queued, own_clock, session_queued
@@ -45,4 +46,4 @@ from .speed import MAX_SLOWDOWN, REFERENCE_S, paused_slowdown, slowdown
 
 __all__ = ["Alarm", "CLOCK", "CPU", "Clock", "ENDED", "MAX_SLOWDOWN", "MIN_POLL_S", "POLL_S", "REFERENCE_S", "WALL",
            "cgroup_clock", "container_clock", "group_clock", "group_queued", "max_rate", "others_queued", "own_clock",
-           "paused_slowdown", "session_queued", "slowdown", "wait_clocked", "watch"]
+           "paused_slowdown", "session_queued", "slowdown", "TimeLimit", "wait_clocked", "watch"]

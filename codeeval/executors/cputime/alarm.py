@@ -1,8 +1,10 @@
-"""The reference's alarm inside a program, on the program's clock instead of the wall clock."""
+"""The reference's alarm inside a program, on the program's clock instead of the wall clock
+(Alarm), and on its CPU time as well (TimeLimit)."""
 from __future__ import annotations
 
+import contextlib
 import signal
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from .clocks import Clock
 from .limits import MIN_POLL_S
@@ -41,3 +43,33 @@ class Alarm:
             return
         self.deadline = None
         self.expired()
+
+
+class TimeLimit:
+    """A reference's per-test `signal.alarm` as the harnesses apply it (APPS, EvalPlus, ruHumanEval):
+    on the program's clock (Alarm) and on its CPU time (ITIMER_PROF), so that neither a program
+    that sleeps nor one that spins outlives it. `expired()` is called on whichever passes first.
+    Installs the SIGPROF and SIGALRM handlers."""
+
+    def __init__(self, expired: Callable[[], None], clock: Optional[Clock] = None):
+        self.alarm = Alarm(expired, clock)
+        signal.signal(signal.SIGPROF, lambda signum, frame: expired())
+
+    def set(self, cpu_s: float, clock_s: Optional[float] = None, now: Optional[float] = None) -> None:
+        """Arm both: `cpu_s` seconds of CPU time, `clock_s` (else `cpu_s`) of the clock from `now`
+        (a reading of the clock, or read here). 0 cancels both."""
+        if cpu_s <= 0:
+            self.alarm.set(0)
+            signal.setitimer(signal.ITIMER_PROF, 0)
+            return
+        signal.setitimer(signal.ITIMER_PROF, cpu_s)
+        self.alarm.set(cpu_s if clock_s is None else clock_s, now)
+
+    @contextlib.contextmanager
+    def running(self, cpu_s: float, clock_s: Optional[float] = None, now: Optional[float] = None) -> Iterator[None]:
+        """`set` for the block, cancelled when it leaves, however it leaves."""
+        self.set(cpu_s, clock_s, now)
+        try:
+            yield
+        finally:
+            self.set(0)

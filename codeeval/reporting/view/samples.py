@@ -126,7 +126,7 @@ def sample_scores(spec: Optional[TaskSpec], problems: list[Problem], generations
         key = spec.primary if spec.primary in values else next(iter(values))
         return f"{key} of the problem", {(s.task_id, s.sample): values[key].get(s.task_id) for s in samples}
     if "bleu" in spec.primary.lower():
-        from codeeval.benchmarks.bleu import codexglue_sentence_bleu
+        from codeeval.benchmarks.codexglue.bleu import codexglue_sentence_bleu
 
         refs = {p.task_id: p for p in problems}
         return "sentence BLEU (smoothed; the task's score is corpus BLEU)", {

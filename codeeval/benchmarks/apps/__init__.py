@@ -2,7 +2,7 @@
 `apps-<introductory|interview|competition>` (bigcode's finetuning prompt) and
 `apps-<level>-fewshot` (the two-example prompt of bigcode's earlier lm_eval harness).
 
-The metric runs offline: codeeval/benchmarks/harness/apps.py reproduces apps_metric's `run_test` in the
+The metric runs offline: codeeval/benchmarks/apps/harness.py reproduces apps_metric's `run_test` in the
 sandbox (call-based and standard-input tests, the import header, the comparison cascade, the
 -1/-2 codes, 4 s per test and 11 s per sample, on the program's clock and in CPU time), and `AppsAccuracy` its
 `get_results`: average and strict accuracy when every problem has one sample, pass@k
@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from codeeval.benchmarks.apps_data import LEVELS, MALFORMED, load_records
+from codeeval.benchmarks.apps.data import LEVELS, MALFORMED, load_records
+from codeeval.benchmarks.harness_text import harness_text
 from codeeval.benchmarks.metrics import by_problem, pass_at_k
 from codeeval.benchmarks.spec import Execution, LoadOptions, Metric, Problem, Sample, TaskSpec, Verdict
 from codeeval.core.errors import UsageError
 from codeeval.executors.base import PASSED, SANDBOX_ERROR, TIMEOUT, Outcome, Program
 
 HF_DATASET = "codeparrot/apps"
-HARNESS = (Path(__file__).parent / "harness" / "apps.py").read_text(encoding="utf-8")
+HARNESS = harness_text("apps")
 STOP_WORDS = ("\nQUESTION", "\n---", "\nANSWER")
 SAMPLE_TIMEOUT_S = 11.0  # apps_metric's check_correctness: join(timeout + 1), timeout = 10
 DEFAULT_KS = (1, 2, 3, 5, 10, 100)  # bigcode's k_list for APPS

@@ -5,7 +5,7 @@ bigcode loads), `multiple-<lang>-{keep,remove,reworded,transform}`, and `multipl
 (`-keep`). Prompt: `prompt.strip()`; stop words: the records' `stop_tokens` (the same in every
 record of a file; bigcode takes the first row's) + `<file_sep>`; completion: prompt + the
 continuation cut at the first stop word; program: completion + "\\n" + tests, compiled and run by
-the language's runner (codeeval/executors/multiple/languages.py) in the `multiple-<lang>` image. A
+the language's runner (codeeval/benchmarks/multiple/languages.py) in the `multiple-<lang>` image. A
 sample passes iff MultiPL-E's status is OK with exit code 0; pass@k per problem, mean over
 problems (only k <= samples). MultiPL-E has no canonical solutions: the `reference` backend
 gets the bare prompt, which fails.
@@ -17,11 +17,11 @@ from typing import Any, Optional
 
 from codeeval.benchmarks.data import check_record, find_local, load_hf, read_jsonl
 from codeeval.benchmarks.metrics import PassAtK
+from codeeval.benchmarks.multiple.languages import LANGUAGES, UNAVAILABLE
 from codeeval.benchmarks.spec import Execution, LoadOptions, Problem, TaskSpec, Verdict, dataset_prompt
 from codeeval.benchmarks.text import prompt_plus_cut
 from codeeval.core.errors import UsageError
 from codeeval.executors.base import Outcome, Program
-from codeeval.executors.multiple.languages import LANGUAGES, UNAVAILABLE
 
 HF_DATASET = "nuprl/MultiPL-E"
 LANGS = tuple(sorted([*LANGUAGES, *UNAVAILABLE]))

@@ -5,7 +5,7 @@ input as the evalplus package judges them (`humanevalplus`, `mbppplus` and their
 Prompts, stop words and post-processing are bigcode's (HumanEval's stripped prompt; MBPP+'s
 release prompt, which is bigcode's description-plus-first-assert docstring). pass@k is reported
 for the plus tests (`pass@k`, base and extra inputs: EvalPlus's "humaneval+") and for the
-base tests alone (`base_pass@k`). Execution: codeeval/benchmarks/evalplus_judge.py.
+base tests alone (`base_pass@k`). Execution: codeeval/benchmarks/evalplus/judge.py.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from codeeval.benchmarks import humaneval, mbpp
 from codeeval.benchmarks.data import check_fields, find_local, read_jsonl
-from codeeval.benchmarks.evalplus_judge import DifferentialTests, OneTestProgram, group_inputs
+from codeeval.benchmarks.evalplus.judge import DifferentialTests, OneTestProgram, group_inputs
 from codeeval.benchmarks.metrics import PassAtK
 from codeeval.benchmarks.spec import LoadOptions, Problem, TaskSpec, dataset_prompt
 from codeeval.core.errors import UsageError

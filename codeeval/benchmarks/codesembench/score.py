@@ -141,7 +141,7 @@ def write_reports(metrics: dict, out_dir: Path) -> tuple[Path, Path]:
 
 
 def main(argv: Sequence[str]) -> int:
-    """`python -m codeeval.benchmarks.codesembench_score RUN_DIR [TASK]`: the reports of a
+    """`python -m codeeval.benchmarks.codesembench.score RUN_DIR [TASK]`: the reports of a
     finished run's CodeSemBench task, next to its metrics.json."""
     if len(argv) not in (2, 3):
         print(f"usage: {argv[0]} RUN_DIR [TASK (default codesembench)]", file=sys.stderr)

@@ -13,7 +13,7 @@ without an answer is skipped and counted, and so is one whose answer is not vali
 in the log and in metrics.json); the reference raises on both.
 
 The prompt is the program text verbatim (zero-shot: its leading comment asks the question),
-one sample, stop at `[eod]`. Scoring: codeeval/benchmarks/codesembench_score.py.
+one sample, stop at `[eod]`. Scoring: codeeval/benchmarks/codesembench/score.py.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import tarfile
 from pathlib import Path
 from typing import Any, Mapping
 
-from codeeval.benchmarks.codesembench_score import METRIC_FNS, SemanticPRF1
+from codeeval.benchmarks.codesembench.score import METRIC_FNS, SemanticPRF1
 from codeeval.benchmarks.spec import LoadOptions, Problem, Prompting, TaskSpec
 from codeeval.benchmarks.text import cut_at_stop
 from codeeval.core.errors import UsageError

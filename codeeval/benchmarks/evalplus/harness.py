@@ -24,13 +24,11 @@ group one JSON line goes to the result channel (fd CODEEVAL_RESULT_FD):
 "check" runs (HumanEval/15's outputs alone pickle to 147 MB: large ones are recomputed in the
 check from the canonical solution, on a copy of the input, not counted in the group's time).
 """
-import contextlib
 import copy
 import json
 import math
 import os
 import pickle
-import signal
 import time
 
 import cputime  # the sandbox's own (the runner's directory; imported in its server)
@@ -46,28 +44,17 @@ class TimeLimit(Exception):
     pass
 
 
-def _on_prof(signum, frame):
-    raise TimeLimit()
-
-
 def _expired():
     raise TimeLimit()
 
 
 CLOCK = cputime.own_clock()  # this process's wall time less its run-queue delay
-ALARM = None  # on CLOCK, set up by main()
+LIMIT = None  # on CLOCK and the CPU time (cputime.TimeLimit), set up by main()
 
 
-@contextlib.contextmanager
 def time_limit(cpu_s, clock_s, now):
     """EvalPlus's time_limit: `cpu_s` of CPU time, `clock_s` of the clock from its reading `now`."""
-    signal.setitimer(signal.ITIMER_PROF, max(cpu_s, 1e-3))
-    ALARM.set(max(clock_s, 1e-3), now)
-    try:
-        yield
-    finally:
-        ALARM.set(0)
-        signal.setitimer(signal.ITIMER_PROF, 0)
+    return LIMIT.running(max(cpu_s, 1e-3), max(clock_s, 1e-3), now)
 
 
 def is_floats(x):
@@ -231,9 +218,8 @@ def main():
         outputs, times, recompute = truth(source, problem)
         report(json.dumps({"times": times, "recompute": recompute}).encode() + b"\n" + pickle.dumps(outputs))
         return
-    global ALARM
-    signal.signal(signal.SIGPROF, _on_prof)
-    ALARM = cputime.Alarm(_expired, CLOCK)
+    global LIMIT
+    LIMIT = cputime.TimeLimit(_expired, CLOCK)
     with open("expected.pkl", "rb") as fh:
         expected = Expected(problem, pickle.load(fh))
     for group in problem["groups"]:

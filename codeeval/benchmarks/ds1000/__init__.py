@@ -5,8 +5,8 @@ Prompts, stop words and post-processing are bigcode's. Insertion prompts are a F
 (`prefix.strip() + "\\n"`, `"\\n" + suffix.strip() + "\\n"`); Matplotlib has no insertion
 problems, so `ds1000-matplotlib-insertion` runs completion and `ds1000-all-insertion` leaves
 Matplotlib out, as there. Problems are read from either upstream format
-(codeeval/benchmarks/ds1000_data.py) and executed in the DS-1000 image (`Execution.runtime = "ds1000"`):
-2022 problems by codeeval/benchmarks/harness/ds1000.py, as HKUNLP's DS1000Problem.test; current-format
+(codeeval/benchmarks/ds1000/data.py) and executed in the DS-1000 image (`Execution.runtime = "ds1000"`):
+2022 problems by codeeval/benchmarks/ds1000/harness.py, as HKUNLP's DS1000Problem.test; current-format
 problems by their own `test_execution` program, as xlang-ai's test_ds1000.py. The metric is
 bigcode's mean pass@1, overall and per library. docs/deviations.md lists the differences.
 """
@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
-from codeeval.benchmarks.ds1000_data import HF_DATASET, LIBS, load_records
+from codeeval.benchmarks.ds1000.data import HF_DATASET, LIBS, load_records
+from codeeval.benchmarks.harness_text import harness_text
 from codeeval.benchmarks.metrics import by_problem
 from codeeval.benchmarks.spec import Execution, LoadOptions, Metric, Problem, Prompting, Sample, TaskSpec, Verdict
 from codeeval.benchmarks.text import cut_at_stop
 from codeeval.executors.base import PASSED, SANDBOX_ERROR, Outcome, Program
 
-HARNESS = (Path(__file__).parent / "harness" / "ds1000.py").read_text(encoding="utf-8")
+HARNESS = harness_text("ds1000")
 STOP_WORDS = ("</code>", "# SOLUTION END")
 CASE_TIMEOUT_S = 60.0  # HKUNLP's time_limit per test case (2022 format)
 NEW_TIMEOUT_S = 120.0  # xlang-ai's check_correctness timeout (current format)

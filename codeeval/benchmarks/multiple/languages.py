@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Mapping, Optional
 
+from codeeval.benchmarks.harness_text import harness_text
 from codeeval.executors.base import SANDBOX_ERROR, TIMEOUT, Outcome, Program
 
-HARNESS = (Path(__file__).with_name("harness.py")).read_text()
+HARNESS = harness_text("multiple")
 
 OK, SYNTAX, EXCEPTION, ASSERTION, TIMED_OUT = "OK", "SyntaxError", "Exception", "AssertionError", "Timeout"
 REFERENCE = "ReferenceError"

@@ -4,7 +4,7 @@
 The prompt is the function without its docstring followed by "The goal of this function is
 to:" in a comment (`-left`: only the signature, up to an opening triple quote); the
 completion is the first line the model writes. Scored by CodeXGLUE's smoothed sentence BLEU
-against the detokenized `docstring_tokens` (codeeval/benchmarks/bleu.py, codeeval/benchmarks/moses.py).
+against the detokenized `docstring_tokens` (codeeval/benchmarks/codexglue/bleu.py, codeeval/benchmarks/codexglue/moses.py).
 
 bigcode drops the first character of every reference that starts with "r" (meant for r\"\"\"
 docstrings, it turns "returns ..." into "eturns ..."). The plain names keep the reference
@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from functools import partial
 
-from codeeval.benchmarks import moses
-from codeeval.benchmarks.bleu import CodeXGlueBleu
+from codeeval.benchmarks.codexglue import moses
+from codeeval.benchmarks.codexglue.bleu import CodeXGlueBleu
 from codeeval.benchmarks.data import check_fields, find_local, load_hf, read_jsonl
 from codeeval.benchmarks.spec import LoadOptions, Problem, Prompting, TaskSpec
 from codeeval.core.errors import UsageError

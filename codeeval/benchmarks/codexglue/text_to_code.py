@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from codeeval.benchmarks.bleu import CorpusBleu
+from codeeval.benchmarks.codexglue.bleu import CorpusBleu
 from codeeval.benchmarks.data import check_fields, check_record, find_local, load_hf, read_json, read_jsonl
 from codeeval.benchmarks.spec import LoadOptions, Problem, Prompting, TaskSpec
 from codeeval.benchmarks.text import cut_at_stop

@@ -20,7 +20,6 @@ whole sample (`join(timeout + 1)`) is the program's clock and CPU limit (host si
 """
 import json
 import os
-import signal
 import sys
 import types
 from io import StringIO
@@ -44,21 +43,16 @@ class TestTimeout(Exception):
     """An Exception, as the reference's TimeoutException: code that catches Exception can swallow it."""
 
 
-def _on_prof(signum, frame):
-    raise TestTimeout()
-
-
 def _expired():
     raise TestTimeout()
 
 
-ALARM = None  # the clock's alarm, set up by main()
+LIMIT = None  # the clock's alarm and the CPU timer (cputime.TimeLimit), set up by main()
 
 
 def limit(seconds):
     """The reference's signal.alarm(seconds), on the clock and on the CPU time (0 cancels both)."""
-    signal.setitimer(signal.ITIMER_PROF, seconds)
-    ALARM.set(seconds)
+    LIMIT.set(seconds)
 
 
 def wrap_stdin_program(code):
@@ -293,9 +287,8 @@ def main():
         in_outs = json.loads(fh.read())
     with open("solution.py", encoding="utf-8") as fh:
         code = fh.read()
-    global ALARM
-    signal.signal(signal.SIGPROF, _on_prof)
-    ALARM = cputime.Alarm(_expired)
+    global LIMIT
+    LIMIT = cputime.TimeLimit(_expired)
     sys.stdin = open(os.devnull)  # noqa: SIM115 - a multiprocessing child's stdin, as in the reference
     results = [code_of(r) for r in run_tests(in_outs, code)]
     with os.fdopen(int(os.environ["CODEEVAL_RESULT_FD"]), "ab", closefd=False) as channel:

@@ -1,7 +1,7 @@
 """Executing HumanEval+ / MBPP+ samples: EvalPlus's differential testing, in the sandbox.
 
 `prepare` computes the expected outputs once per problem by running the canonical solution
-on every input inside the sandbox (codeeval/benchmarks/harness/evalplus.py, "truth" mode), with the
+on every input inside the sandbox (codeeval/benchmarks/evalplus/harness.py, "truth" mode), with the
 seconds each input took on the program's clock (wall time less the time it waited for a CPU); the
 result is cached under $CODEEVAL_CACHE/evalplus-truth by a digest
 of the problem's data and the harness. The outputs stay opaque bytes here (a pickle made in
@@ -16,8 +16,8 @@ import pickle
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
+from codeeval.benchmarks.evalplus.mbppplus_inputs import deserialize
 from codeeval.benchmarks.harness_text import harness_text
-from codeeval.benchmarks.mbppplus_inputs import deserialize
 from codeeval.benchmarks.spec import Execution, Problem, Verdict
 from codeeval.core.cache import cache_file, read_cached, write_cached
 from codeeval.core.fingerprint import digest

@@ -6,7 +6,7 @@ expected `outputs` (one `str(result)` per test; a 2-D form, rows identical, is r
 and `meta` (id, canonical_solution, entry_point). The prompt is MERA2's
 `instruction.format(**inputs).strip()`; the model's continuation is cut at MERA's stop
 strings, unwrapped from a ```python fence (MERA2's preprocess_generation), and appended to
-`inputs.function`. The program runs in the sandbox (codeeval/benchmarks/harness/ruhumaneval.py), each
+`inputs.function`. The program runs in the sandbox (codeeval/benchmarks/ruhumaneval/harness.py), each
 test's `str(result)` is compared with the expected output, and a sample passes iff all match.
 
 `ruhumaneval-mera-compat` runs the program as MERA's executor does, without a globals dict,

@@ -1,1 +1,0 @@
-"""MultiPL-E's per-language runners (languages.py) and the harness they run in the container (harness.py)."""
