@@ -137,11 +137,14 @@ def test_the_compiled_step_writes_and_reads_the_cache_in_place(demo_model_dir, k
     copied each layer's cache twice over to read it. Measured as the process's peak memory while
     a 1 GiB cache is made and stepped once: the cache, not 1.5x (the scatter) or 2x (the copies)."""
     script = f"""
+import dataclasses
 import resource
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 from codeeval.generation import GenerationArgs
+from codeeval.generation.hf.static.settings import StaticSettings
 from codeeval.generation.hf.static.static_decoder import StaticDecoder
+from codeeval.generation.options import Machine
 from codeeval.generation.prompts.requests import Job
 
 peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -149,8 +152,9 @@ tok = AutoTokenizer.from_pretrained({demo_model_dir!r})
 torch.manual_seed(0)
 model = AutoModelForCausalLM.from_config(LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads={kv_heads}, max_position_embeddings=1 << 16)).eval()
+settings = dataclasses.replace(StaticSettings.resolve({{}}, Machine("cpu")), compile=True)
 decoder = StaticDecoder(model, tok, GenerationArgs(do_sample=False), torch.device("cpu"), [], 0, slots=lambda n: 2,
-                        compile=True)
+                        settings=settings)
 with torch.inference_mode():
     decoder.decode([Job(ids=tok("def f():")["input_ids"], budget=4, stops=(), seed_key=("T/0", 0))])
     like = model(input_ids=torch.tensor([[1, 2, 3]]), use_cache=True).cache

@@ -5,6 +5,7 @@ Models: tiny random-weight llama and qwen2 (grouped-query attention) built here 
 model's real byte-level tokenizer, and the test model itself (GPT-2, learned positions)."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import subprocess
@@ -22,8 +23,10 @@ from codeeval.generation import BackendSpec, GenerationArgs, GenRequest
 from codeeval.generation.hf import sampling
 from codeeval.generation.hf.decoder import BatchDecoder
 from codeeval.generation.hf.static.decode_step import SlotState
+from codeeval.generation.hf.static.settings import StaticSettings
 from codeeval.generation.hf.static.static_decoder import StaticDecoder
 from codeeval.generation.hf.transformers_backend import TransformersBackend
+from codeeval.generation.options import Machine
 from codeeval.generation.prompts import seeds
 from codeeval.generation.prompts.requests import Job
 
@@ -76,8 +79,14 @@ def jobs(tokenizer, n: int = 1, stops=(), budgets=(9, 23, 17, 31, 12)) -> list[J
                 seed_key=(f"T/{i}", s)) for i, p in enumerate(PROMPTS) for s in range(n)]
 
 
-def static(model, tokenizer, args, slots=3, k=4, eos=(), **kw) -> StaticDecoder:
-    return StaticDecoder(model, tokenizer, args, CPU, list(eos), 0, slots=lambda length: slots, check_every=k, **kw)
+def settings(**kw) -> StaticSettings:
+    """A CPU's settings for a model in fp32 (StaticSettings.resolve), with the fields `kw` names changed."""
+    return dataclasses.replace(StaticSettings.resolve({}, Machine("cpu")), **kw)
+
+
+def static(model, tokenizer, args, slots=3, k=4, eos=(), on_step=None, store=None, **kw) -> StaticDecoder:
+    return StaticDecoder(model, tokenizer, args, CPU, list(eos), 0, slots=lambda length: slots,
+                         settings=settings(check_every=k, **kw), store=store, on_step=on_step)
 
 
 def dynamic(model, tokenizer, args, eos=()) -> BatchDecoder:
@@ -240,7 +249,9 @@ def test_the_backend_option_chooses_the_decoder_and_both_agree(demo_model_dir):
     """``decoder`` is a backend option: dynamic by default on a CPU, static where asked; same
     outputs through the backend (stop words, eos, greedy copies, progress)."""
     sys.path.insert(0, str(Path(__file__).parent))
-    from test_transformers_backend import PROMPTS as TOY, make_task, requests_for
+    from test_transformers_backend import PROMPTS as TOY
+    from test_transformers_backend import make_task, requests_for
+
     from codeeval.benchmarks.spec import Problem
 
     problems = [Problem(f"T/{i}", i, p, {}) for i, p in enumerate(TOY)]
@@ -396,11 +407,15 @@ def test_a_repo_level_shard_run_before_does_not_cost_the_compiled_step(demo_mode
     index = tmp_path / "index"
     index.mkdir()
     script = f"""
+import dataclasses
+
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 from codeeval.executors.repo import sdists
 from codeeval.generation import GenerationArgs
+from codeeval.generation.hf.static.settings import StaticSettings
 from codeeval.generation.hf.static.static_decoder import StaticDecoder
+from codeeval.generation.options import Machine
 from codeeval.generation.prompts.requests import Job
 
 assert sdists.find_sdist("six") is None  # pip's finder ran, on an empty index
@@ -408,8 +423,9 @@ tok = AutoTokenizer.from_pretrained({demo_model_dir!r})
 torch.manual_seed(0)
 model = AutoModelForCausalLM.from_config(LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)).eval()
+settings = dataclasses.replace(StaticSettings.resolve({{}}, Machine("cpu")), compile=True)
 decoder = StaticDecoder(model, tok, GenerationArgs(do_sample=False), torch.device("cpu"), [], 0, slots=lambda n: 2,
-                        compile=True)
+                        settings=settings)
 with torch.inference_mode():
     decoder.decode([Job(ids=tok("def f():")["input_ids"], budget=4, stops=(), seed_key=("T/0", 0))])
 print("mode", decoder.mode)

@@ -274,7 +274,7 @@ def test_options_are_read_through_the_declaration_before_the_model_loads(demo_mo
     b = backend(demo_model_dir, do_sample=False)  # on a CPU
     assert (b.decoder, b.options["compile_mode"], b.options["check_every"], b.options["step_tokens"]) == (
         "dynamic", "default", 4, 48)
-    assert b._default_drafts() == 10 and b.context == b.model.config.max_position_embeddings
+    assert b.draft_tokens == 10 and b.context == b.model.config.max_position_embeddings
     b = TransformersBackend(BackendSpec("transformers", demo_model_dir, GenerationArgs(do_sample=False),
                                         options=(("batch_rows", 3), ("max_context", "64"), ("prompt_lookup", "0"))))
     assert b._rows_per_batch(10) == 3 and b.context == 64 and b.options["prompt_lookup"] == 0

@@ -6,7 +6,8 @@ Why one table: `plan.check` refuses a misspelled name or a bad value in one line
 the same table (`parse`), so a name, default or parser lives here only. Importable without torch,
 transformers or vllm; docs/generation.md's options table is `markdown()` (tests/test_docs_usage.py).
 A default of None means the backend decides at run time (by device, environment or model); its
-`default_text` says how. Values may be strings (the CLI) or YAML scalars (a nightly's models.yaml).
+`default_text` says how, and where the machine decides it, `by_machine` is that rule (`resolve`).
+Values may be strings (the CLI) or YAML scalars (a nightly's models.yaml).
 """
 from __future__ import annotations
 
@@ -82,12 +83,28 @@ def choice(values: tuple[str, ...]) -> Parser:
 
 
 @dataclass(frozen=True)
+class Machine:
+    """What a default decided at run time depends on: the device's type ("cuda", "cpu", ...) and
+    whether the weights are bf16 or fp16."""
+    device: str
+    half: bool = False
+
+    @property
+    def gpu(self) -> bool:
+        return self.device == "cuda"
+
+
+DRAFT_TOKENS = 10  # prompt-lookup draft tokens a row may propose per step, on a CPU (option prompt_lookup)
+
+
+@dataclass(frozen=True)
 class Option:
     name: str
     parser: Parser
     default: Any  # None: the backend decides at run time, as `default_text` says
     help: str
     default_text: str = ""
+    by_machine: Optional[Callable[[Machine], Any]] = None  # that decision, where the machine makes it
 
     def shown_default(self) -> str:
         if self.default_text:
@@ -101,33 +118,35 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
     "transformers": (
         Option("decoder", choice(DECODERS), None, "static: continuous batching over a static KV cache and "
                "CUDA graphs; dynamic: batches that shrink as rows end, prompt lookup",
-               "static on a GPU, dynamic on a CPU"),
-        Option("compile", FLAG, None, "torch.compile the static decoder's forward", "yes on a GPU, no on a CPU"),
+               "static on a GPU, dynamic on a CPU", lambda m: "static" if m.gpu else "dynamic"),
+        Option("compile", FLAG, None, "torch.compile the static decoder's forward", "yes on a GPU, no on a CPU",
+               lambda m: m.gpu),
         Option("compile_mode", choice(COMPILE_MODES), "default", "Inductor's mode for `compile` "
                "(max-autotune-no-cudagraphs: minutes more of compiling; a mode with CUDA graphs of its own is "
                "refused, since the whole step is captured)"),
         Option("fuse_products", FLAG, None, "compiled: each layer's q/k/v and gate/up matrices held as one, one "
                "matrix product each (codeeval/generation/hf/kernels/fused_products.py)",
-               "yes in bf16 and fp16, no in fp32"),
+               "yes in bf16 and fp16, no in fp32", lambda m: m.half),
         Option("thin_products", integer(0), None, "compiled: steps of at most this many slots make their matrix "
                "products as Inductor's own reductions, not cuBLAS calls "
                "(codeeval/generation/hf/kernels/thin_products.py; "
-               "one prompt then takes one slot, not 2); 0: never", "1 in bf16 and fp16, 0 in fp32"),
+               "one prompt then takes one slot, not 2); 0: never", "1 in bf16 and fp16, 0 in fp32",
+               lambda m: int(m.half)),  # 2 rows: slower than cuBLAS (H100)
         Option("live_attention", integer(0), None, "compiled: steps of at least this many slots attend with "
                "FlexAttention to the blocks of each slot's own columns, not the whole cache "
                "(codeeval/generation/hf/kernels/live_attention.py; the SDPA step where it fails); 0: never",
-               "1 in bf16 and fp16 on a GPU, else 0"),
+               "1 in bf16 and fp16 on a GPU, else 0", lambda m: int(m.half and m.gpu)),  # H100: docs/generation.md
         Option("compile_store", FLAG, True, "compiled: torch's compile artifacts of each step kept under the "
                "storage root (`compiled/`), where a fresh process on any host finds them "
                "(codeeval/generation/hf/compile_store.py)"),
         Option("cuda_graph", FLAG, True, "capture the static decoder's step as a CUDA graph"),
         Option("check_every", integer(1), 4, "static decoder: steps between host checks for stop strings"),
         Option("prefill_tokens", integer(1), None, "static decoder: padded prompt tokens a prefill takes",
-               "4096 on a GPU, 1024 on a CPU"),
+               "4096 on a GPU, 1024 on a CPU", lambda m: 4096 if m.gpu else 1024),
         Option("batch_rows", integer(0), 0, "rows of a batch or slots of the static decoder "
                "(`--max_batch_rows` wins)", "0: by free memory"),
         Option("prompt_lookup", integer(0), None, "dynamic decoder: draft tokens a row may propose per step "
-               "(0: off)", "10 on a CPU, 0 on a GPU"),
+               "(0: off)", f"{DRAFT_TOKENS} on a CPU, 0 on a GPU", lambda m: DRAFT_TOKENS if m.device == "cpu" else 0),
         Option("step_tokens", integer(0), 48, "dynamic decoder with prompt lookup: positions a step scores "
                "beyond one per row"),
         Option("max_context", integer(1), None, "the model's context in tokens", "the model config's"),
@@ -187,6 +206,14 @@ def parse(kind: str, given: Given) -> dict[str, Any]:
             raise OptionError(f"backend option {name} must be {option.parser.what}, not {value!r}",
                               f"--backend_option {name}={value!r}: {option.parser.what}") from None
     return values
+
+
+def resolve(kind: str, values: Mapping[str, Any], machine: Machine) -> dict[str, Any]:
+    """`parse`'s values with every default the machine decides (None, with a `by_machine` rule)
+    decided for `machine`: the one place those defaults are computed."""
+    table = declared(kind)
+    return {name: table[name].by_machine(machine) if value is None and name in table and table[name].by_machine
+            else value for name, value in values.items()}
 
 
 def _shown(name: Any) -> str:

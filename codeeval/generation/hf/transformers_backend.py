@@ -47,6 +47,7 @@ from codeeval.generation import options
 from codeeval.generation.base import Backend, CallContext, GenOutput, GenRequest, token_budget
 from codeeval.generation.hf.compile_store import CompileStore
 from codeeval.generation.hf.decoder import BatchDecoder
+from codeeval.generation.hf.static.settings import StaticSettings
 from codeeval.generation.hf.static.static_decoder import StaticDecoder, Unsupported
 from codeeval.generation.models import model_source
 from codeeval.generation.prompts.requests import Job, Renderer, plan_jobs
@@ -64,9 +65,6 @@ def default_device(spec_device: Optional[str]) -> torch.device:
     if torch.cuda.is_available():
         return torch.device(f"cuda:{int(rank)}" if rank is not None else "cuda")
     return torch.device("cpu")
-
-
-DRAFT_TOKENS = 10  # prompt-lookup draft tokens a row may propose per step, on a CPU (option prompt_lookup)
 
 
 class TransformersBackend(Backend):
@@ -109,7 +107,14 @@ class TransformersBackend(Backend):
         self._fingerprint = model_fingerprint(spec.model, args.revision)
         self.renderer = Renderer(args, spec.model, self.tokenizer)
         self.stats: dict[str, int] = {}  # decode steps and prompt-lookup drafts, summed over batches
-        self.decoder = self.options["decoder"] or ("static" if self.device.type == "cuda" else "dynamic")
+        half = model.dtype in (torch.bfloat16, torch.float16)  # fp32 keeps HF's own products, bit for bit
+        self.machine = options.Machine(self.device.type, half)  # what the run-time defaults depend on
+        decided = options.resolve(self.name, self.options, self.machine)
+        self.decoder = decided["decoder"]
+        # Prompt lookup pays on a CPU, where each scored position costs compute. On a GPU a step costs its
+        # launches, not its positions: drafts halved a batch of 16's tokens/s and, in bf16, changed greedy
+        # output (docs/generation.md, bench/gpu.py).
+        self.draft_tokens = decided["prompt_lookup"]
         self._static: Optional[StaticDecoder] = None  # kept across shards: its compiled step and cache
 
     # -- interface -------------------------------------------------------------------
@@ -218,16 +223,10 @@ class TransformersBackend(Backend):
                 return size
             size = fit
 
-    def _default_drafts(self) -> int:
-        """Prompt lookup pays on a CPU, where each scored position costs compute. On a GPU a step
-        costs its launches, not its positions: drafts halved a batch of 16's tokens/s and, in
-        bf16, changed greedy output (docs/generation.md, bench/gpu.py)."""
-        return DRAFT_TOKENS if self.device.type == "cpu" else 0
-
     def _decode_batch(self, batch: list[Job]) -> list[tuple[str, int, str]]:
         """Left-padded batched decoding with per-row stopping (codeeval/generation/hf/decoder.py)."""
         decoder = BatchDecoder(self.model, self.tokenizer, self.args, self.device, self.eos_ids, self.pad_id,
-                               draft_tokens=_given(self.options["prompt_lookup"], self._default_drafts()),
+                               draft_tokens=self.draft_tokens,
                                step_tokens=self.options["step_tokens"])
         try:
             return decoder.decode(batch)
@@ -243,17 +242,10 @@ class TransformersBackend(Backend):
                 progress(len(ordered[j].requests))
 
         if self._static is None:
-            on_gpu = self.device.type == "cuda"
-            half = self.model.dtype in (torch.bfloat16, torch.float16)  # fp32 keeps HF's own products, bit for bit
+            settings = StaticSettings.resolve(self.options, self.machine)
             self._static = StaticDecoder(
                 self.model, self.tokenizer, self.args, self.device, self.eos_ids, self.pad_id, slots=self._slots,
-                check_every=self.options["check_every"], compile=_given(self.options["compile"], on_gpu),
-                graph=self.options["cuda_graph"],
-                prefill_tokens=_given(self.options["prefill_tokens"], 4096 if on_gpu else 1024),
-                compile_mode=self.options["compile_mode"], fuse=_given(self.options["fuse_products"], half),
-                thin_rows=_given(self.options["thin_products"], int(half)),  # 2 rows: slower than cuBLAS (H100)
-                live_from=_given(self.options["live_attention"], int(half and on_gpu)),  # H100: docs/generation.md
-                store=CompileStore.default() if self.options["compile_store"] else None)
+                settings=settings, store=CompileStore.default() if settings.store else None)
         try:
             return self._static.decode(ordered, on_end=finished)
         except Unsupported as exc:
@@ -292,7 +284,3 @@ class TransformersBackend(Backend):
             torch.cuda.empty_cache()
 
 
-
-def _given(value, default):
-    """An option's value, or the default this machine gives it (options.py declares it None)."""
-    return default if value is None else value

@@ -37,6 +37,7 @@ from codeeval.generation.hf.prefill import cache_argument, prefill
 from codeeval.generation.hf.sampling import choose, uniforms
 from codeeval.generation.hf.static import decode_step, slot_cache
 from codeeval.generation.hf.static.decode_step import HostCopy, SlotState
+from codeeval.generation.hf.static.settings import StaticSettings
 from codeeval.generation.prompts.requests import Job
 from codeeval.generation.prompts.seeds import sample_seed
 from codeeval.generation.prompts.stopping import RowEnds
@@ -71,24 +72,24 @@ class StaticDecoder:
     captured step) are reused when the next batch has the same shape."""
 
     def __init__(self, model, tokenizer, args, device, eos_ids: list[int], pad_id: int,
-                 slots: Callable[[int], int], check_every: int = 4, compile: bool = False, graph: bool = True,
-                 prefill_tokens: int = 4096, on_step: Optional[Callable[[int, int], None]] = None,
-                 compile_mode: str = "default", fuse: bool = False, thin_rows: int = 0, live_from: int = 0,
-                 store: Optional[CompileStore] = None):
+                 slots: Callable[[int], int], settings: StaticSettings, store: Optional[CompileStore] = None,
+                 on_step: Optional[Callable[[int, int], None]] = None):
         self.model, self.tokenizer, self.args, self.device = model, tokenizer, args, torch.device(device)
         self.eos_ids, self.pad_id, self.slots_for = eos_ids, pad_id, slots
-        self.check_every, self.compile, self.graph = max(1, check_every), compile, graph
-        self.compile_mode, self.thin_rows, self.fuse = compile_mode, thin_rows, fuse
-        self.store = store if compile else None  # compiled steps from the team's storage (compile_store.py)
+        self.settings = settings
+        self.check_every, self.compile, self.graph = max(1, settings.check_every), settings.compile, settings.graph
+        self.compile_mode, self.thin_rows, self.fuse = settings.compile_mode, settings.thin_rows, settings.fuse
+        self.store = store if self.compile else None  # compiled steps from the team's storage (compile_store.py)
         self.live_from = 0  # steps of at least this many slots try live attention (0: none)
-        if compile:
+        if self.compile:
             from codeeval.generation.hf.kernels import fused_products, grouped_attention
 
             if grouped_attention.install(model):  # grouped-query models: no copy of the cache per query head
-                self.live_from = live_from  # a block mask reaches live attention through it
-            if fuse:
+                self.live_from = settings.live_from  # a block mask reaches live attention through it
+            if self.fuse:
                 fused_products.fuse(model)  # the weights become views of one matrix per group: memory as before
-        self.prefill_tokens, self.on_step = prefill_tokens, on_step  # on_step(slots, step): a test's fault injection
+        self.prefill_tokens = settings.prefill_tokens
+        self.on_step = on_step  # on_step(slots, step): a test's fault injection
         self.cache_arg = cache_argument(model)
         self._compiled: dict[tuple, Callable] = {}  # by (exact slot count, live attention)
         self._engine: Optional[SlotState] = None
