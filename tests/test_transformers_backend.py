@@ -280,6 +280,37 @@ def test_options_are_read_through_the_declaration_before_the_model_loads(demo_mo
     assert b._rows_per_batch(10) == 3 and b.context == 64 and b.options["prompt_lookup"] == 0
 
 
+def test_the_defaults_a_machine_decides_are_what_the_options_table_says():
+    """options.resolve decides every default the transformers backend leaves to the machine as its
+    words in docs/generation.md's table say, on a CPU, a GPU in bf16 and a GPU in fp32; a given value
+    wins; the static decoder's settings are those decisions (StaticSettings.resolve)."""
+    from codeeval.generation import options
+    from codeeval.generation.hf.static.settings import StaticSettings
+
+    decided = ("decoder", "compile", "fuse_products", "thin_products", "live_attention", "prefill_tokens",
+               "prompt_lookup")
+
+    def decide(machine, **given):
+        values = options.resolve("transformers", options.parse("transformers", given), machine)
+        return tuple(values[name] for name in decided)
+
+    assert decide(options.Machine("cpu")) == ("dynamic", False, False, 0, 0, 1024, 10)
+    assert decide(options.Machine("cuda", half=True)) == ("static", True, True, 1, 1, 4096, 0)
+    assert decide(options.Machine("cuda")) == ("static", True, False, 0, 0, 4096, 0)
+    assert decide(options.Machine("cuda", half=True), compile="no", prefill_tokens="64", prompt_lookup="3") == (
+        "static", False, True, 1, 1, 64, 3)
+    words = {o.name: o.shown_default() for o in options.OPTIONS["transformers"]}
+    assert [words[name] for name in decided] == [
+        "static on a GPU, dynamic on a CPU", "yes on a GPU, no on a CPU", "yes in bf16 and fp16, no in fp32",
+        "1 in bf16 and fp16, 0 in fp32", "1 in bf16 and fp16 on a GPU, else 0", "4096 on a GPU, 1024 on a CPU",
+        "10 on a CPU, 0 on a GPU"]
+    settings = StaticSettings.resolve(options.parse("transformers", {"live_attention": "3"}),
+                                      options.Machine("cuda", half=True))
+    assert (settings.compile, settings.graph, settings.check_every, settings.prefill_tokens, settings.compile_mode,
+            settings.fuse, settings.thin_rows, settings.live_from, settings.store) == (
+        True, True, 4, 4096, "default", True, 1, 3, True)
+
+
 def test_batch_size_counts_the_largest_budget_of_the_batch(demo_model_dir):
     """Under --max_length_generation shorter prompts get larger budgets: the KV cache is
     sized for the longest prompt plus the largest budget among the batch's rows."""
