@@ -22,18 +22,22 @@ DATA = REPO.parent / "shared" / "data"
 
 # `make test` runs the files on xdist workers (--dist loadfile --no-loadscope-reorder): each file is one
 # unit of work, so its module fixtures are built once; the files that share the installed wheel (about
-# five minutes to build and install) are one unit; the longest units start first, so that none of them
-# is left running alone at the end (seconds of the slowest tests: `make test` prints them).
-LONGEST_FIRST = ("wheel", "test_deployment.py", "test_flow_classification.py", "test_multiple.py",
-                 "test_live_attention.py", "test_timeout_policy.py", "test_openai_server.py", "test_team_security.py",
-                 "test_flow_oracles.py", "test_static_decoder.py", "test_faults.py", "test_ds1000.py")
+# five minutes to build and install) are one unit; so are the two files that run every EvalPlus oracle
+# input (the flow's oracles, then the same inputs three times under load), whose expected outputs the
+# first computes and the second reads from the worker's codeeval cache; the longest units start first,
+# so that none of them is left running alone at the end (seconds of the slowest tests: `make test`
+# prints them).
+LONGEST_FIRST = ("wheel", "evalplus", "test_deployment.py", "test_flow_classification.py", "test_multiple.py",
+                 "test_live_attention.py", "test_openai_server.py", "test_team_security.py",
+                 "test_static_decoder.py", "test_faults.py", "test_ds1000.py")
 WHEEL_FILES = {f"tests/{path.name}" for path in Path(__file__).parent.glob("test_*.py")
                if re.search(r"\b(built|installed)_wheel\b", path.read_text())}
+EVALPLUS_FILES = {"tests/test_flow_oracles.py", "tests/test_timeout_policy.py"}  # in this order (collection's)
 
 
 def unit_of(nodeid: str) -> str:
     file = nodeid.split("::")[0]
-    return "wheel" if file in WHEEL_FILES else Path(file).name
+    return "wheel" if file in WHEEL_FILES else "evalplus" if file in EVALPLUS_FILES else Path(file).name
 
 
 def pytest_collection_modifyitems(config, items):
