@@ -198,6 +198,7 @@ class Phases:
         if os.environ.get("CODEEVAL_PHASES") == "1":
             print("codeeval: phases " + json.dumps(self.marks), file=sys.stderr)
 
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     memory.limit_malloc_arenas()  # before any thread starts (codeeval/core/memory.py)
     phases = Phases()

@@ -2,43 +2,43 @@
 cli.main dispatches to COMMANDS by name."""
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable
 
 from codeeval.core.errors import UsageError
 
 
-def inspect_run(run: str) -> int:
+def _inspect(args) -> int:
     from codeeval.core import storage
     from codeeval.pipeline.failures import run_report
 
-    root = storage.locate(run)
+    root = storage.locate(args.run)
     try:
         report, _ = run_report(root)
     except FileNotFoundError as exc:
-        raise UsageError(f"no run at {run}: {exc}") from None
+        raise UsageError(f"no run at {args.run}: {exc}") from None
     print(report, end="")
     return 0
 
 
-def compare_runs(run_a: str, run_b: str) -> int:
+def _compare(args) -> int:
     from codeeval.core import storage
     from codeeval.reporting.compare import report
 
-    print(report(storage.locate(run_a), storage.locate(run_b)), end="")
+    print(report(storage.locate(args.run_a), storage.locate(args.run_b)), end="")
     return 0
 
 
-def view_runs(run: str, run_b: Optional[str], out: Optional[str], port: Optional[int]) -> int:
+def _view(args) -> int:
     from pathlib import Path
 
     from codeeval.core import storage
     from codeeval.reporting.view import serve, site
 
-    roots = [storage.locate(r) for r in (run, run_b) if r]
-    index = site.write(roots, Path(out) if out else site.default_out(roots))
+    roots = [storage.locate(r) for r in (args.run, args.run_b) if r]
+    index = site.write(roots, Path(args.out) if args.out else site.default_out(roots))
     print(f"view: {index.resolve()}")
-    if port is not None:
-        serve.forever(index.parent, port)
+    if args.serve is not None:
+        serve.forever(index.parent, args.serve)
     return 0
 
 
@@ -90,9 +90,9 @@ def _repo_envs(args) -> int:
 COMMANDS: dict[str, Callable[..., int]] = {
     "tasks": _tasks,
     "leaderboard": _leaderboard,
-    "inspect": lambda args: inspect_run(args.run),
-    "view": lambda args: view_runs(args.run, args.run_b, args.out, args.serve),
-    "compare": lambda args: compare_runs(args.run_a, args.run_b),
+    "inspect": _inspect,
+    "view": _view,
+    "compare": _compare,
     "images": _images,
     "server": _team,
     "deploy": _team,

@@ -133,7 +133,6 @@ class Outcome:
         return found
 
 
-
 class Sandbox(abc.ABC):
     """Runs programs in isolation. Use as a context manager so resources are released."""
 

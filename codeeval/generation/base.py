@@ -76,7 +76,6 @@ class GenOutput:
     thinking_tokens: Optional[int] = None  # its tokens, where the server or the tokenizer tells
 
 
-
 @dataclass
 class CallContext:
     """What the shard lends a backend beside its requests. A backend behind a paid API journals its

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from codeeval.benchmarks.classification import data as data
+from codeeval.benchmarks.classification import data
 from codeeval.benchmarks.data import check_record
 from codeeval.benchmarks.spec import Classification, Example, LoadOptions, Metric, Problem, Sample, TaskSpec
 from codeeval.core.errors import UsageError

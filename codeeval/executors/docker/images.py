@@ -21,10 +21,11 @@ ROOT = Path(__file__).resolve().parents[2]  # the codeeval package: recipes trav
 BASE_FILES = ("containers/base/rootfs.sh", "containers/lib.sh")
 PACKAGES_FILES = ("containers/python/requirements.txt", "containers/python/stage.sh")
 # The server layer's files: what containers/server_layer.sh copies into /opt/codeeval, by the same globs.
+_INSIDE = ROOT / "executors" / "docker" / "inside"  # the server, copied flat into /opt/codeeval
 SERVER_FILES = ("containers/server_layer.sh", "executors/runner.py",
                 *(p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "executors" / "cputime").glob("*.py"))),
                 "executors/docker/inside/server.py",
-                *(p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "executors" / "docker" / "inside").glob("server_*.py"))))
+                *(p.relative_to(ROOT).as_posix() for p in sorted(_INSIDE.glob("server_*.py"))))
 PYTHON_FILES = ("containers/build.sh", *SERVER_FILES)
 # The DS-1000 image: the base + the data-science stack (torch and tensorflow CPU) + the same server; on demand only.
 DS1000_FILES = ("containers/ds1000/requirements.txt", "containers/ds1000/build.sh", *SERVER_FILES)

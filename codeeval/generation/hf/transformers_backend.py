@@ -282,5 +282,3 @@ class TransformersBackend(Backend):
         self.model = None
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-
-
