@@ -36,6 +36,16 @@ fi
 build=${CODEEVAL_BUILD_DIR:-$root/.cache/images}
 wheels=${CODEEVAL_WHEELS:-$root/.cache/wheels}
 mkdir -p "$build" "$wheels"
+# one build at a time in this scratch folder (`make images` beside a test that builds, two checkouts)
+exec 9>"$build/.lock"
+if ! flock -n 9; then
+    say "another build is using $build; waiting for it ..."
+    flock 9
+    if exists "$image"; then
+        say "$image was built meanwhile."
+        exit 0
+    fi
+fi
 started=$(date +%s)
 
 # ---- base image ---------------------------------------------------------------------
@@ -43,6 +53,8 @@ if exists "$base"; then
     say "$base exists."
 else
     need_debootstrap "$base"
+    # a killed or failed debootstrap leaves /proc and /sys mounted in its rootfs, which rm -rf cannot pass
+    findmnt -rn -o TARGET | grep -F "$build/rootfs/" | sort -r | xargs -r -n1 umount -l || true
     say "debootstrap bookworm (minbase + python3) into $build/rootfs, docker import -> $base (about a minute) ..."
     bash containers/base/rootfs.sh "$build" "$base" >"$build/debootstrap.log" 2>&1 \
         || { tail -n 20 "$build/debootstrap.log" >&2; die "building $base failed (log: $build/debootstrap.log)"; }
