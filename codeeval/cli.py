@@ -51,7 +51,7 @@ def run(config, phases: Phases) -> Optional[dict]:
                 with memory.gc_paused():
                     if server is not None:
                         prefect_api.warm_up()  # what the flow imports, meanwhile too
-                    if any(plan.spec.executes for plan in plans) and not config.generation_only:
+                    if any(plan.spec.executes for plan in plans.plans.values()) and not config.generation_only:
                         from codeeval.pipeline.plan import sandbox_spec
 
                         # the containers start on the core this process leaves idle while it waits
@@ -63,7 +63,7 @@ def run(config, phases: Phases) -> Optional[dict]:
                 from codeeval.flows.evaluate import evaluate
 
                 try:
-                    results = evaluate(config)
+                    results = evaluate(config, plans)
                 except OSError as exc:  # problems.parquet, run.json or results.json did not fit
                     if not no_space(exc):
                         raise
@@ -74,11 +74,11 @@ def run(config, phases: Phases) -> Optional[dict]:
             POOL.close()
 
 
-def _prepare(config, phases: Phases) -> list:
+def _prepare(config, phases: Phases):
     """Flags, outputs, model, sandbox and data checked, the flow module imported: the plans."""
     from codeeval.core import hub
     from codeeval.generation import LOADS_WEIGHTS
-    from codeeval.pipeline.plan import check, plan_run
+    from codeeval.pipeline.plan import RunPlans, check, plan_run
     from codeeval.preflight import check_model, check_outputs, check_sandbox
 
     phases.mark("imports")
@@ -89,7 +89,7 @@ def _prepare(config, phases: Phases) -> list:
     check_model(config)
     check_sandbox(config)
     phases.mark("checks")
-    plans = list(plan_run(config).values())  # loads data, validates k, generations; the flow's load takes them
+    plans = RunPlans.of(config, plan_run(config))  # loads data, validates k, generations; handed to the flow
     phases.mark("data")
     import codeeval.flows.evaluate  # noqa: F401 - Prefect and the flow, while the server boots
 

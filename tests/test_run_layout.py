@@ -46,20 +46,26 @@ def test_a_shard_id_is_a_json_parameter_of_the_stage_flows():
     assert received["shard"] == shard and isinstance(received["shard"], ShardId)
 
 
-def test_the_load_stage_takes_the_plan_the_cli_made_once(data_dir):
+def test_the_load_stage_takes_the_plan_the_cli_handed_to_the_flow_once(data_dir):
+    from codeeval.flows.evaluate import evaluate
     from codeeval.pipeline import plan
     from codeeval.pipeline.config import RunConfig
 
     config = RunConfig(model="reference", tasks=["humaneval"], limit=3, data_dir=str(data_dir),
                        allow_code_execution=True)
-    made = plan.plan_run(config)["humaneval"]
-    fields = config.to_dict()
-    copy = RunConfig.from_dict(fields)  # the flow's parameter
-    assert plan.planned(copy, "humaneval") is made
-    again = plan.planned(config, "humaneval")  # a second run in this process reads its data again
-    assert again is not made and [p.task_id for p in again.problems] == [p.task_id for p in made.problems]
+    handed = plan.RunPlans.of(config, plan.plan_run(config))
+    made = handed.plans["humaneval"]
+    # the flow's parameters as Prefect validates them in this process, and as it stores them
+    received = evaluate.validate_parameters({"config": config.to_dict(), "plans": handed})
+    assert received["plans"] is handed
+    stored = evaluate.serialize_parameters(received)["plans"]
+    assert stored == {"config": handed.config, "tasks": ["humaneval"]}  # no problem in the flow run's record
+    assert received["plans"].take(received["config"], "humaneval") is made
+    assert handed.take(config, "humaneval") is None  # once: a second run in this process reads its data again
+    retried = evaluate.validate_parameters({"config": config.to_dict(), "plans": stored})["plans"]
+    assert retried.plans == {} and retried.take(config, "humaneval") is None  # the UI's retry plans anew
     other = RunConfig(model="reference", tasks=["humaneval"], limit=2, data_dir=str(data_dir))
-    plan.plan_run(other)
-    assert len(plan.planned(RunConfig.from_dict({**other.to_dict(), "limit": 3}),
-                            "humaneval").problems) == 3  # another config's plan is never taken
-    assert len(plan.planned(other, "humaneval").problems) == 2
+    handed = plan.RunPlans.of(other, plan.plan_run(other))
+    anchored = RunConfig.from_dict({**other.to_dict(), "limit": 3})  # a worker's policy changed the config
+    assert handed.take(anchored, "humaneval") is None  # another config's plan is never taken
+    assert len(handed.take(other, "humaneval").problems) == 2

@@ -15,6 +15,7 @@ from prefect import allow_failure, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.settings import PREFECT_UI_URL
 from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.utilities.annotations import opaque
 
 from codeeval.core import artifacts, files, provenance, storage
 from codeeval.core.contracts import PlannedTask, Reuse, ShardId
@@ -31,7 +32,7 @@ from codeeval.flows.stages import StageFailed
 from codeeval.pipeline import failures
 from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.keys import shard_keys, training_keys
-from codeeval.pipeline.plan import check
+from codeeval.pipeline.plan import RunPlans, check
 from codeeval.pipeline.policy import config_request
 from codeeval.pipeline.publish import publish, shard_sandboxes, shard_writers
 from codeeval.reporting.summary import (
@@ -97,18 +98,19 @@ def _shard_failure(layout: artifacts.RunLayout, run: _Run) -> ShardFailure:
 
 # chains bound the real concurrency; the pool only has to hold them all
 @flow(name="evaluate", flow_run_name=_run_name, task_runner=ThreadPoolTaskRunner(max_workers=16))
-def evaluate(config: RunConfig) -> RunResults:
+def evaluate(config: RunConfig, plans: Optional[RunPlans] = None) -> RunResults:
+    """`plans`: what the CLI planned before Prefect started (a run from stored parameters has none)."""
     name_own_link()  # the nightly's subflow: its task run there reads as this run, not `evaluate-0`
     try:
         if (policy := worker_policy()) is not None:  # a deployment run: the worker decides (flows/guard.py)
             config = policy.anchored(config)
             enforce(policy, config_request(config), config.run_id)
-        return _evaluate(config)
+        return _evaluate(config, plans or RunPlans())
     finally:
         POOL.close()  # the run's sandboxes (every execution shard used them)
 
 
-def _evaluate(config: RunConfig) -> RunResults:
+def _evaluate(config: RunConfig, handed: RunPlans) -> RunResults:
     log = get_run_logger()
     check(config)
     layout = artifacts.RunLayout(config.run_dir.resolve())
@@ -116,7 +118,7 @@ def _evaluate(config: RunConfig) -> RunResults:
         log.info("removed %s, left half-written by a killed run", partial)
     version = code_version()
     loads = {name: load_problems.with_options(name=f"load-{name}", task_run_name=f"load-{name}").submit(
-        config, name, str(layout.problems(name)))
+        config, name, layout, opaque(handed.take(config, name)))  # opaque: Prefect need not walk every problem
              for name in config.tasks}
     # every task's input errors before any shard starts: a shard in flight (waiting for a worker
     # of its pool) must not outlive a run that has already failed

@@ -73,7 +73,7 @@ class ShardLauncher:
                  backend, after: list):
         path = self.layout.output(shard)
         return predict_shard.with_options(**_named(shard), refresh_cache=stale(str(path)), **self.retries).submit(
-            shard, str(self.layout.root), plan.problems_path, start, stop, plan.classes, backend,
+            shard, self.layout, plan.problems_path, start, stop, plan.classes, backend,
             self.config.training, allow_failure(trained) if trained is not None else None, key, self.config.run_id,
             wait_for=after)
 
@@ -97,7 +97,7 @@ class InProcess(ShardLauncher):
         d, path = shard.index % len(self.devices), self.layout.output(shard)
         self.last_gen[d] = generate_shard.with_options(
             **_named(shard), refresh_cache=stale(str(path)), **self.retries,
-        ).submit(shard, str(self.layout.root), plan.problems_path, start, stop, self.devices[d], key,
+        ).submit(shard, self.layout, plan.problems_path, start, stop, self.devices[d], key,
                  self.config.run_id, wait_for=_after(self.last_gen[d]))
         return self.last_gen[d]
 
@@ -108,7 +108,7 @@ class InProcess(ShardLauncher):
         lane, path = shard.index % len(self.lanes), self.layout.output(shard)
         future = execute_shard.with_options(
             **_named(shard), refresh_cache=stale(str(path)), **self.retries,
-        ).submit(shard, str(self.layout.root), plan.problems_path, allow_failure(generated), self.sandbox, key,
+        ).submit(shard, self.layout, plan.problems_path, allow_failure(generated), self.sandbox, key,
                  self.config.run_id, wait_for=[allow_failure(f) for f in self.lanes[lane]])
         self.lanes[lane] = [future]
         return future
@@ -118,7 +118,7 @@ class InProcess(ShardLauncher):
         chain's next shard waits for it."""
         path = self.layout.output(shard)
         future = train_task.with_options(**_named(shard), refresh_cache=stale(str(path)), **self.retries).submit(
-            shard, str(self.layout.root), plan.splits, plan.classes, self.backend, self.config.training, key,
+            shard, self.layout, plan.splits, plan.classes, self.backend, self.config.training, key,
             self.config.run_id, wait_for=[allow_failure(f) for f in self.last_gen if f is not None])
         self.last_gen = [future] * len(self.devices)
         return future

@@ -25,8 +25,8 @@ from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from codeeval.core import artifacts
-from codeeval.core.results import LeaderboardRow, reuse_json
 from codeeval.core.errors import RunFailed
+from codeeval.core.results import LeaderboardRow, reuse_json
 from codeeval.flows.ending import flow  # prefect.flow, ending Failed with no unnamed result artifact
 from codeeval.flows.evaluate import evaluate
 from codeeval.flows.guard import enforce, worker_policy

@@ -17,6 +17,7 @@ host mirrors, paths from another host rebased onto its own mirror (codeeval/core
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from prefect import get_run_logger, task
 
@@ -33,7 +34,7 @@ from codeeval.flows.logs import explain_failures
 from codeeval.generation import LOADS_WEIGHTS, BackendSpec
 from codeeval.generation.hf import devices
 from codeeval.pipeline.policy import shard_request
-from codeeval.tasks.shards import _kept, content_key, execute_shard, generate_shard, shard_file, stale
+from codeeval.tasks.shards import _kept, content_key, execute_shard, generate_shard, stale
 from codeeval.tasks.skips import skipped
 from codeeval.tasks.training import predict_shard, train_task
 from codeeval.training.args import TrainArgs
@@ -145,7 +146,7 @@ def remote_shard(deployment: str, shard: ShardId, parameters: dict, key: str, af
         key = content_key({"cache_key": key, "generations_path": after})  # as execute_shard's own key
     elif deployment == PREDICT:
         parameters = {**parameters, "trained_path": after}
-    out_path = shard_file(parameters["run_dir"], shard)
+    out_path = str(RunLayout(Path(parameters["run_dir"])).output(shard))
     if kept := _kept(out_path, key):  # this process's code wrote it (the worker's would be checked there)
         return kept
     from prefect.deployments import run_deployment
@@ -188,13 +189,18 @@ def _run_name() -> str:
     return RunLayout.run_name(shard if isinstance(shard, ShardId) else ShardId(**shard))
 
 
-def _allowed(shard: ShardId, run_dir: str, run_id: str, reads: dict, **runs) -> tuple[str, str]:
+def _allowed(shard: ShardId, layout: RunLayout, run_id: str, reads: dict, **runs) -> tuple[str, str]:
     """The shard's file and run name, once this worker's policy allows what the shard reads, writes
     and runs (`runs`: its backend or its sandbox); a refusal ends the run in one line."""
-    out_path, run_name = shard_file(run_dir, shard), RunLayout.run_name(shard)
+    out_path, run_name = str(layout.output(shard)), RunLayout.run_name(shard)
     enforce(worker_policy(), shard_request({**reads, "out_path": out_path}, name=shard.task, **runs),
             f"{run_name}-{run_id}")
     return out_path, run_name
+
+
+def _layout(run_dir: str) -> RunLayout:
+    """The run's files on this host (a run directory in a storage URL is mirrored here)."""
+    return RunLayout(Path(storage.localize(run_dir)))
 
 
 def _as_shard(task, run_name: str, out_path: str, infra_retries: int, retry_delay_s: float):
@@ -209,24 +215,24 @@ def generate_stage(shard: ShardId, run_dir: str, problems_path: str, start: int,
                    cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0, run_id: str = "") -> str:
     """One generation shard on this host: a gpu pool host's first visible device, or (generate-shard-cpu)
     a cpu pool host that calls an API, replays saved generations or hands out the reference."""
-    problems_path, run_dir = storage.localize(problems_path), storage.localize(run_dir)
-    out_path, run_name = _allowed(shard, run_dir, run_id, {"problems_path": problems_path}, backend=backend)
+    problems_path, layout = storage.localize(problems_path), _layout(run_dir)
+    out_path, run_name = _allowed(shard, layout, run_id, {"problems_path": problems_path}, backend=backend)
     backend = devices.plan(backend, max_shards=1)[0]
     return _as_shard(generate_shard, run_name, out_path, infra_retries, retry_delay_s)(
-        shard, run_dir, problems_path, start, stop, backend, cache_key, run_id)
+        shard, layout, problems_path, start, stop, backend, cache_key, run_id)
 
 
 @flow(name="execute-shard", flow_run_name=_run_name)
 def execute_stage(shard: ShardId, run_dir: str, problems_path: str, generations_path: str, sandbox: SandboxSpec,
                   cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0, run_id: str = "") -> str:
     """One execution shard in this (cpu pool) host's sandbox (its Docker engine: DOCKER_HOST)."""
-    problems_path, run_dir = storage.localize(problems_path), storage.localize(run_dir)
+    problems_path, layout = storage.localize(problems_path), _layout(run_dir)
     generations_path = storage.localize(generations_path)
-    out_path, run_name = _allowed(shard, run_dir, run_id, {"problems_path": problems_path,
+    out_path, run_name = _allowed(shard, layout, run_id, {"problems_path": problems_path,
                                                            "generations_path": generations_path}, sandbox=sandbox)
     try:
         return _as_shard(execute_shard, run_name, out_path, infra_retries, retry_delay_s)(
-            shard, run_dir, problems_path, generations_path, sandbox, cache_key, run_id)
+            shard, layout, problems_path, generations_path, sandbox, cache_key, run_id)
     finally:
         POOL.close()
 
@@ -235,11 +241,11 @@ def execute_stage(shard: ShardId, run_dir: str, problems_path: str, generations_
 def train_stage(shard: ShardId, run_dir: str, splits: list, classes: list, backend: BackendSpec, args: TrainArgs,
                 cache_key: str, infra_retries: int = 2, retry_delay_s: float = 10.0, run_id: str = "") -> str:
     """A classification task's training on this (gpu pool) host: every visible device, data-parallel."""
-    run_dir = storage.localize(run_dir)
+    layout = _layout(run_dir)
     splits = tuple((name, storage.localize(path)) for name, path in splits)
-    out_path, run_name = _allowed(shard, run_dir, run_id, dict(splits), backend=backend)
+    out_path, run_name = _allowed(shard, layout, run_id, dict(splits), backend=backend)
     return _as_shard(train_task, run_name, out_path, infra_retries, retry_delay_s)(
-        shard, run_dir, splits, tuple(classes), backend, args, cache_key, run_id)
+        shard, layout, splits, tuple(classes), backend, args, cache_key, run_id)
 
 
 @flow(name="predict-shard", flow_run_name=_run_name)
@@ -247,10 +253,10 @@ def predict_stage(shard: ShardId, run_dir: str, problems_path: str, start: int, 
                   backend: BackendSpec, args: TrainArgs, trained_path: str, cache_key: str, infra_retries: int = 2,
                   retry_delay_s: float = 10.0, run_id: str = "") -> str:
     """A prediction shard of a classification task on this (gpu pool) host's first visible device."""
-    problems_path, run_dir = storage.localize(problems_path), storage.localize(run_dir)
+    problems_path, layout = storage.localize(problems_path), _layout(run_dir)
     trained_path = storage.localize(trained_path)
-    out_path, run_name = _allowed(shard, run_dir, run_id, {"problems_path": problems_path,
+    out_path, run_name = _allowed(shard, layout, run_id, {"problems_path": problems_path,
                                                            "trained_path": trained_path}, backend=backend)
     backend = devices.plan(backend, max_shards=1)[0]
     return _as_shard(predict_shard, run_name, out_path, infra_retries, retry_delay_s)(
-        shard, run_dir, problems_path, start, stop, tuple(classes), backend, args, trained_path, cache_key, run_id)
+        shard, layout, problems_path, start, stop, tuple(classes), backend, args, trained_path, cache_key, run_id)

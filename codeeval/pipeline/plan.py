@@ -1,14 +1,16 @@
 """Checks a RunConfig and plans each task: its problems, samples per problem, ks and shards.
 
 The CLI plans the run before Prefect starts (`plan_run`), so bad input fails in a second with
-one line; the flow's load stage, in the same process, takes that plan to write problems.parquet
-(`planned`), and plans anew only where nothing planned before it (a deployment's run).
+one line; it hands the plans to the flow (`RunPlans`), whose load stage writes problems.parquet
+from them, and plans anew only where nothing was handed over (a deployment's run).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from codeeval.benchmarks.metrics import resolve_ks
 from codeeval.benchmarks.registry import get_task
@@ -186,20 +188,30 @@ def plan_classification(config: RunConfig, spec: TaskSpec, options: LoadOptions)
                     class_order(config, spec.name))
 
 
-_PLANNED: dict[tuple[str, str], TaskPlan] = {}  # (config digest, task) -> the pre-flight plan, taken once
+class RunPlans(BaseModel):
+    """The plans the CLI made before Prefect started, handed to the `evaluate` flow as a parameter.
+    The flow run stores and shows only the config's digest and the tasks' names: plans hold every
+    problem, too big for a parameter. A run started from stored parameters (a deployment, the UI's
+    retry) has no plans in its process and plans anew, as does one whose config differs (a worker's
+    policy anchored it)."""
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    config: str = ""  # digest of the RunConfig planned
+    tasks: list[str] = []
+    plans: dict[str, Any] = Field(default_factory=dict, exclude=True)  # task -> TaskPlan, this process only
+
+    @classmethod
+    def of(cls, config: RunConfig, plans: dict[str, TaskPlan]) -> "RunPlans":
+        return cls(config=digest(config.to_dict()), tasks=list(plans), plans=dict(plans))
+
+    def take(self, config: RunConfig, name: str) -> Optional[TaskPlan]:
+        """This task's plan, once (a later run reads the data again), if made for this very config."""
+        return self.plans.pop(name, None) if self.config == digest(config.to_dict()) else None
 
 
 def plan_run(config: RunConfig) -> dict[str, TaskPlan]:
-    """Every task's plan, kept for this process's load stage (`planned`)."""
-    plans = {name: plan_task(config, name) for name in config.tasks}
-    _PLANNED.update({(digest(config.to_dict()), name): plan for name, plan in plans.items()})
-    return plans
-
-
-def planned(config: RunConfig, name: str) -> TaskPlan:
-    """The plan `plan_run` made for this very config in this process, once (a later run of the
-    same config reads its data again), else a new one."""
-    return _PLANNED.pop((digest(config.to_dict()), name), None) or plan_task(config, name)
+    """Every task's plan."""
+    return {name: plan_task(config, name) for name in config.tasks}
 
 
 def load_problems(spec: TaskSpec, options: LoadOptions) -> list[Problem]:

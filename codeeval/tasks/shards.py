@@ -14,10 +14,11 @@ import threading
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed
 
 from codeeval.benchmarks.registry import get_task
@@ -34,7 +35,7 @@ from codeeval.pipeline import failures
 from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.execute import execute_rows
 from codeeval.pipeline.generate import generate_rows
-from codeeval.pipeline.plan import planned
+from codeeval.pipeline.plan import TaskPlan, plan_task
 from codeeval.pipeline.problems import fingerprint as problems_fingerprint
 from codeeval.pipeline.problems import problems_rows, read_problems
 from codeeval.pipeline.score import read_samples, score_samples
@@ -84,14 +85,9 @@ def content_key(parameters) -> str:
     return digest(parameters["cache_key"], file_digest(storage.fetch(Path(upstream))))
 
 
-def shard_file(run_dir: str, shard: ShardId) -> str:
-    """The shard's file in the run directory `run_dir`."""
-    return str(RunLayout(Path(run_dir)).output(shard))
-
-
 def _prefect_key(context, parameters) -> str:
     """Prefect's result cache holds the output's path: its key names the path too."""
-    return digest(content_key(parameters), shard_file(parameters["run_dir"], parameters["shard"]))
+    return digest(content_key(parameters), str(parameters["layout"].output(parameters["shard"])))
 
 
 class _Forward(logging.Handler):
@@ -119,18 +115,18 @@ def _to_run_log() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _reported(shard: ShardId, run_dir: str, run_id: str, samples, inputs: dict[str, str]) -> Iterator[None]:
+def _reported(shard: ShardId, layout: RunLayout, run_id: str, samples, inputs: dict[str, str]) -> Iterator[None]:
     """A raising shard leaves an error record beside the run's files (its root cause and the last
     warning logged before it) and a markdown artifact on its task run (the same text `codeeval
     inspect` prints); a success clears the record."""
-    path = RunLayout(Path(run_dir)).error_record(shard)
+    path = layout.error_record(shard)
     with failures.decisive_log() as warnings, _to_run_log():
         try:
             yield
         except Exception as exc:
             run_name = RunLayout.run_name(shard)
             record = failures.record_error(path, name=shard.task, stage=shard.stage, run_name=run_name, error=exc,
-                                           samples=samples(), parquet=shard_file(run_dir, shard), inputs=inputs,
+                                           samples=samples(), parquet=str(layout.output(shard)), inputs=inputs,
                                            log_line=warnings[-1] if warnings else None)
             create_markdown_artifact(failures.error_markdown(record),
                                      key=failures.artifact_key("failures", run_name, run_id),
@@ -139,16 +135,16 @@ def _reported(shard: ShardId, run_dir: str, run_id: str, samples, inputs: dict[s
     failures.clear_error(path)
 
 
-@task(name="load")
-def load_problems(config: RunConfig, name: str, out_path: str) -> PlannedTask:
-    """Not cached: loading is cheap, and a changed data file must reach the shard keys. The plan
-    is the CLI's pre-flight one when this process made it (pipeline/plan.py planned)."""
-    plan = planned(config, name)
+@task(name="load", cache_policy=NO_CACHE)
+def load_problems(config: RunConfig, name: str, layout: RunLayout, plan: Optional[TaskPlan]) -> PlannedTask:
+    """Not cached: loading is cheap, and a changed data file must reach the shard keys. `plan`: the
+    CLI's pre-flight one where it handed it over (pipeline/plan.py RunPlans), else made here."""
+    plan = plan or plan_task(config, name)
+    out_path = str(layout.problems(name))
     artifacts.write_table(Path(out_path), problems_rows(plan.problems, plan.counts),
                           artifacts.PROBLEMS_SCHEMA)
     splits: tuple[tuple[str, str], ...] = ()
     if plan.splits is not None:  # a classification task: the examples it trains on, beside its test records
-        layout = RunLayout(Path(out_path).parents[1])
         splits = tuple((split, str(artifacts.write_table(
             layout.split(name, split), split_rows(examples, plan.spec.classification, plan.classes),
             artifacts.SPLIT_SCHEMA))) for split, examples in plan.splits.items())
@@ -164,9 +160,9 @@ def load_problems(config: RunConfig, name: str, out_path: str) -> PlannedTask:
 
 
 @task(name="generate", persist_result=True, cache_key_fn=_prefect_key, retry_condition_fn=retry_condition)
-def generate_shard(shard: ShardId, run_dir: str, problems_path: str, start: int, stop: int, backend: BackendSpec,
+def generate_shard(shard: ShardId, layout: RunLayout, problems_path: str, start: int, stop: int, backend: BackendSpec,
                    cache_key: str, run_id: str = "") -> str:
-    out = shard_file(run_dir, shard)
+    out = str(layout.output(shard))
     if kept := _kept(out, cache_key):
         return kept
     problems, counts = read_problems(Path(problems_path))
@@ -175,7 +171,7 @@ def generate_shard(shard: ShardId, run_dir: str, problems_path: str, start: int,
     def samples():
         return [(p.task_id, s) for p in mine for s in range(counts[p.task_id])]
 
-    with _reported(shard, run_dir, run_id, samples, {"problems": problems_path}):
+    with _reported(shard, layout, run_id, samples, {"problems": problems_path}):
         task_spec = get_task(shard.task)
         total = sum(counts[p.task_id] for p in mine)
         # an API backend journals its answers under the storage (every run there shares them) and says
@@ -192,12 +188,12 @@ def generate_shard(shard: ShardId, run_dir: str, problems_path: str, start: int,
 
 @task(name="execute", persist_result=True, cache_key_fn=_prefect_key,
       retry_condition_fn=retry_condition)
-def execute_shard(shard: ShardId, run_dir: str, problems_path: str, generations_path: str, sandbox: SandboxSpec,
+def execute_shard(shard: ShardId, layout: RunLayout, problems_path: str, generations_path: str, sandbox: SandboxSpec,
                   cache_key: str, run_id: str = "") -> str:
     if ends := skipped([(RunLayout.run_name(replace(shard, stage="generate")), generations_path)]):
         return ends
     key = content_key({"cache_key": cache_key, "generations_path": generations_path})
-    out = shard_file(run_dir, shard)
+    out = str(layout.output(shard))
     if kept := _kept(out, key):
         return kept
     generations = artifacts.read_rows(Path(generations_path))
@@ -205,28 +201,28 @@ def execute_shard(shard: ShardId, run_dir: str, problems_path: str, generations_
     def samples():
         return [(g["task_id"], g["sample"]) for g in generations]
 
-    with _reported(shard, run_dir, run_id, samples, {"generations": generations_path}):
+    with _reported(shard, layout, run_id, samples, {"generations": generations_path}):
         task_spec = get_task(shard.task)
         problems, _ = read_problems(Path(problems_path))
         box = POOL.get(replace(sandbox, runtime=task_spec.execution.runtime))  # the task's image
         mine = {g["task_id"] for g in generations}
-        wait_record = RunLayout(Path(run_dir)).wait_record(shard)
         with slots.held(task_spec.execution.lock_keys([p for p in problems if p.task_id in mine]),
-                        run=RunLayout.run_name(shard), wait_record=wait_record), \
+                        run=RunLayout.run_name(shard), wait_record=layout.wait_record(shard)), \
                 progress_bar(len(generations), f"execute {shard.task} {Path(out).stem}") as advance:
             rows = execute_rows(task_spec, problems, generations, box, advance)
         artifacts.write_table(Path(out), rows, artifacts.EXECUTIONS_SCHEMA, key=key,
                               extra={artifacts.SANDBOX_FIELD: box.describe()})
-    _report_failures(shard, out, run_id, rows)
+    _report_failures(shard, layout, run_id, rows)
     return out
 
 
-def _report_failures(shard: ShardId, out: str, run_id: str, rows: list[dict]) -> None:
+def _report_failures(shard: ShardId, layout: RunLayout, run_id: str, rows: list[dict]) -> None:
     """A markdown artifact in the Prefect UI listing failing samples with their stderr tails."""
+    out = str(layout.output(shard))
     file = Path(out).stem
     statuses = Counter(r["status"] for r in rows)
     get_run_logger().info("%s %s: %s", shard.task, file, ", ".join(f"{k}={v}" for k, v in sorted(statuses.items())))
-    site = links.run_site(Path(out).parents[2])  # <run>/<task>/executions/shard-N.parquet
+    site = links.run_site(layout.root)
     text = failures.samples_markdown(shard.task, file, rows, out, view=site and functools.partial(links.href, site))
     if text:
         run_name = RunLayout.run_name(shard)

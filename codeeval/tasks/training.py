@@ -23,7 +23,7 @@ from codeeval.generation import BackendSpec
 from codeeval.pipeline.problems import read_problems
 from codeeval.pipeline.train import predict_rows, train
 from codeeval.tasks.retries import retry_condition
-from codeeval.tasks.shards import _kept, _prefect_key, _reported, shard_file
+from codeeval.tasks.shards import _kept, _prefect_key, _reported
 from codeeval.tasks.skips import skipped
 from codeeval.training.args import TrainArgs
 
@@ -65,15 +65,15 @@ def _followed(task_name: str, log) -> Iterator[Callable[[dict], None]]:
 
 
 @task(name="train", persist_result=True, cache_key_fn=_prefect_key, retry_condition_fn=retry_condition)
-def train_task(shard: ShardId, run_dir: str, splits: tuple, classes: tuple, backend: BackendSpec, args: TrainArgs,
+def train_task(shard: ShardId, layout: RunLayout, splits: tuple, classes: tuple, backend: BackendSpec, args: TrainArgs,
                cache_key: str, run_id: str = "") -> str:
     """Fine-tunes the task's classifier; returns its training log (training/log.parquet), whose
     metadata names the checkpoint of the final weights."""
-    out = shard_file(run_dir, shard)
+    out = str(layout.output(shard))
     if kept := _kept(out, cache_key):
         return kept
     run_name = RunLayout.run_name(shard)
-    with _reported(shard, run_dir, run_id, lambda: [], dict(splits)):
+    with _reported(shard, layout, run_id, lambda: [], dict(splits)):
         log = get_run_logger()
         with _followed(shard.task, log) as on_event:
             rows, trained = train(backend, args, classes, dict(splits), Path(out).parent, cache_key, run_name,
@@ -87,7 +87,7 @@ def train_task(shard: ShardId, run_dir: str, splits: tuple, classes: tuple, back
 
 
 @task(name="predict", persist_result=True, cache_key_fn=_prefect_key, retry_condition_fn=retry_condition)
-def predict_shard(shard: ShardId, run_dir: str, problems_path: str, start: int, stop: int, classes: tuple,
+def predict_shard(shard: ShardId, layout: RunLayout, problems_path: str, start: int, stop: int, classes: tuple,
                   backend: BackendSpec, args: TrainArgs, trained_path: Optional[str], cache_key: str,
                   run_id: str = "") -> str:
     """The shard's test records predicted by the trained classifier (`trained_path`: the training's log;
@@ -95,12 +95,12 @@ def predict_shard(shard: ShardId, run_dir: str, problems_path: str, start: int, 
     training = RunLayout.run_name(ShardId(shard.task, "train", 0))
     if trained_path is not None and (ends := skipped([(training, trained_path)])):
         return ends
-    out = shard_file(run_dir, shard)
+    out = str(layout.output(shard))
     if kept := _kept(out, cache_key):
         return kept
     problems, _ = read_problems(Path(problems_path))
     mine = problems[start:stop]
-    with _reported(shard, run_dir, run_id, lambda: [(p.task_id, 0) for p in mine], {"problems": problems_path}):
+    with _reported(shard, layout, run_id, lambda: [(p.task_id, 0) for p in mine], {"problems": problems_path}):
         task_spec = get_task(shard.task)
         log_path = storage.fetch(Path(trained_path)) if trained_path is not None else None
         with progress_bar(len(mine), f"predict {shard.task} {Path(out).stem}") as advance:
