@@ -45,6 +45,24 @@ def test_live_attention_decodes_what_the_sdpa_step_decodes(tokenizer, kind):
 
 
 @torch.inference_mode()
+def test_the_levers_of_the_sampling_step_decode_the_same(tokenizer):
+    """Issue 52's two levers, options for bench/gpu.py to measure on a GPU: a query block of 16 rows
+    (FlexAttention's BLOCK_M) and live steps compiled per exact slot count (`live_exact`, which a
+    CPU always does): the outputs of the SDPA step, in one graph."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    model = tiny("llama", len(tokenizer))
+    breaks = sum(counters["graph_break"].values())
+    rows = jobs(tokenizer, n=2, budgets=(9, 70, 17, 3))
+    for args in (GREEDY, SAMPLED):
+        expected = static(model, tokenizer, args, slots=3).decode(rows)
+        decoder = static(model, tokenizer, args, compile=True, live_from=2, query_block=16, live_exact=True)
+        assert decoder.decode(rows) == expected and decoder.mode == "compiled+live", args
+    assert sum(counters["graph_break"].values()) == breaks
+
+
+@torch.inference_mode()
 def test_a_live_step_reads_no_block_past_a_slots_column(tokenizer):
     """NaN in every block past the one that holds each slot's column: the live step's logits are
     those of the clean cache, while the SDPA step, which reads every column, makes NaN of them."""
@@ -65,7 +83,7 @@ def test_a_live_step_reads_no_block_past_a_slots_column(tokenizer):
         for layer in cache.layers:
             layer.keys[slot, :, past:] = float("nan")
             layer.values[slot, :, past:] = float("nan")
-    live = decode_step.compiled(decode_step.live_logits)(model, tok, cache)
+    live = decode_step.compiled(decode_step.live_logits(live_attention.QUERY_BLOCK))(model, tok, cache)
     assert torch.allclose(live, clean, atol=1e-5), (live - clean).abs().max()
     read_all = decode_step.logits(model, tok, cache)
     assert read_all[:2].isnan().all() and torch.equal(read_all[2], clean[2])  # slot 2 has no block past it
@@ -100,5 +118,5 @@ def test_a_live_step_that_fails_gives_way_to_the_sdpa_step(llama_dir, caplog, mo
     assert said == ["decode step: compiled+live failed (RuntimeError: no block mask here); trying the next way"]
 
 
-def _no_block_mask(columns, length):
+def _no_block_mask(columns, length, query_block):
     raise RuntimeError("no block mask here")

@@ -372,13 +372,16 @@ def test_the_gpu_bench_runs_through_on_the_cpu(llama_dir, data_dir, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert "device uniforms equal to seeds.uniform: 3000/3000" in out
-    assert out.count("(decoder=static, compiled) decode") == 2 and out.count("its step alone (compiled") == 4, out
+    # each step measured alone: batch 1 and 4 (ours, then with live_attention=0 at batch 1), the sampling
+    # step (ours, then with live_attention=0: the levers of issue 52 are compared that way on a GPU)
+    assert out.count("(decoder=static, compiled) decode") == 2 and out.count("its step alone (compiled") == 5, out
     assert out.count("ours (decoder=static, compiled+live) decode, batch") == 2, out  # 1 slot (thin) and 4
     assert out.count("its step alone (compiled+live, 12 slots") == 1, out  # the sampling part's
     assert out.count("ours / ours with live_attention=0, batch") == 2, out
-    assert out.count("its kernels: ") == 4 and out.count("its matrix products alone") == 4, out
+    assert out.count("ours / ours with live_attention=0, sampling") == 1, out
+    assert out.count("its kernels: ") == 5 and out.count("its matrix products alone") == 5, out
     tables = sorted(tmp_path.glob("kernels-*.tsv"))  # each step's every kernel, as the device call brings back
-    assert [t.name[:11] for t in tables] == ["kernels-01-", "kernels-02-", "kernels-03-", "kernels-04-"], tables
+    assert [t.name[:11] for t in tables] == [f"kernels-0{i}-" for i in range(1, 6)], tables
     assert all(t.read_text().startswith("kernel\tcalls a step\t") and t.read_text().count("\n") > 5 for t in tables)
     assert "HF generate(cache_implementation='static'), batch 4" in out, out
     assert "ours/HF time" in out and out.count("4/4 byte-identical to HF's one-prompt generate") == 2, out
@@ -389,7 +392,8 @@ def test_the_gpu_bench_runs_through_on_the_cpu(llama_dir, data_dir, tmp_path):
                          capture_output=True, text=True, timeout=60)  # refused before any model is built
     assert bad.returncode == 1 and bad.stderr.strip().splitlines() == [
         "bench/gpu.py: --option compile_mod: not an option of the transformers backend (did you mean compile_mode?); "
-        "its options: decoder, compile, compile_mode, fuse_products, thin_products, live_attention, compile_store, "
+        "its options: decoder, compile, compile_mode, fuse_products, thin_products, live_attention, live_exact, "
+        "live_query_block, compile_store, "
         "cuda_graph, check_every, "
         "prefill_tokens, batch_rows, "
         "prompt_lookup, step_tokens, max_context"], bad.stderr

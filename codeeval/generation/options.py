@@ -19,6 +19,7 @@ from codeeval.core.errors import did_you_mean
 
 DECODERS = ("static", "dynamic")
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")  # none with CUDA graphs of its own
+QUERY_BLOCKS = (16, 32, 64, 128)  # Triton's tl.dot takes 16 rows at least
 ENDPOINTS = ("completions", "chat")
 EFFORTS = ("minimal", "low", "medium", "high")
 API_KEY_BLOCK = "api_key_block"  # read by codeeval/tasks/secrets.py where the shard runs, never sent
@@ -51,6 +52,14 @@ def integer(low: int) -> Parser:
             raise ValueError(text)
         return value
     return Parser(f"an integer >= {low}", convert)
+
+
+def one_of(values: tuple[int, ...]) -> Parser:
+    def convert(text: str) -> int:
+        if int(text) not in values:
+            raise ValueError(text)
+        return int(text)
+    return Parser(f"one of {', '.join(map(str, values))}", convert)
 
 
 def number(low: float, high: Optional[float] = None, low_open: bool = False) -> Parser:
@@ -136,6 +145,11 @@ OPTIONS: dict[str, tuple[Option, ...]] = {
                "FlexAttention to the blocks of each slot's own columns, not the whole cache "
                "(codeeval/generation/hf/kernels/live_attention.py; the SDPA step where it fails); 0: never",
                "1 in bf16 and fp16 on a GPU, else 0", lambda m: int(m.half and m.gpu)),  # H100: docs/generation.md
+        Option("live_exact", FLAG, False, "live attention: each step compiled for its exact slot count on a GPU "
+               "too, where Inductor picks FlexAttention's decoding kernel (a compile per slot count; a CPU "
+               "always does)"),
+        Option("live_query_block", one_of(QUERY_BLOCKS), 128, "live attention: query rows of FlexAttention's "
+               "kernel block (a step has one query per slot: the rest of a block is idle)"),
         Option("compile_store", FLAG, True, "compiled: torch's compile artifacts of each step kept under the "
                "storage root (`compiled/`), where a fresh process on any host finds them "
                "(codeeval/generation/hf/compile_store.py)"),

@@ -20,9 +20,9 @@ from torch.nn.attention.flex_attention import BlockMask, flex_attention
 BLOCK = 64  # columns per block; the decoder rounds a cache's length to a multiple of it
 # Inductor's Triton kernel takes BLOCK_M query rows and BLOCK_N columns at a time, and refuses a
 # mask whose blocks they do not divide; its default BLOCK_M is 128 at most (H100, bf16: 128 x 64;
-# at head size 64: 128 x 128, so BLOCK_N is set). One query per row: one query block either way.
+# at head size 64: 128 x 128, so BLOCK_N is set). One query per row: one query block either way,
+# mostly idle rows; a smaller block (option live_query_block) sets BLOCK_M to it.
 QUERY_BLOCK = 128
-KERNEL = {"BLOCK_N": BLOCK}
 
 
 def blocks_read(columns: torch.Tensor) -> torch.Tensor:
@@ -30,7 +30,7 @@ def blocks_read(columns: torch.Tensor) -> torch.Tensor:
     return columns // BLOCK + 1
 
 
-def block_mask(columns: torch.Tensor, length) -> BlockMask:
+def block_mask(columns: torch.Tensor, length, query_block: int = QUERY_BLOCK) -> BlockMask:
     """Slot s attends to columns [0, columns[s]]: the blocks up to the one holding its column,
     the rest of that block masked. ``length``: the cache's columns (a multiple of BLOCK)."""
     blocks = -(-length // BLOCK)
@@ -40,7 +40,7 @@ def block_mask(columns: torch.Tensor, length) -> BlockMask:
     def seen(b, h, q, kv):
         return kv <= columns[b]
 
-    return BlockMask.from_kv_blocks(count, order, BLOCK_SIZE=(QUERY_BLOCK, BLOCK), mask_mod=seen,
+    return BlockMask.from_kv_blocks(count, order, BLOCK_SIZE=(query_block, BLOCK), mask_mod=seen,
                                     seq_lengths=(1, length), compute_q_blocks=False)  # a backward pass's
 
 
@@ -52,5 +52,7 @@ def attention(module, query, key, value, mask: BlockMask, scaling=None, **kwargs
     if extra or getattr(module, "sliding_window", None):
         raise NotImplementedError(f"live attention: {', '.join(extra) or 'a sliding window'}")
     grouped = query.shape[1] != key.shape[1]
-    out = flex_attention(query, key, value, block_mask=mask, scale=scaling, enable_gqa=grouped, kernel_options=KERNEL)
+    rows = mask.BLOCK_SIZE[0]
+    kernel = {"BLOCK_N": BLOCK, **({"BLOCK_M": rows} if rows < QUERY_BLOCK else {})}
+    out = flex_attention(query, key, value, block_mask=mask, scale=scaling, enable_gqa=grouped, kernel_options=kernel)
     return out.transpose(1, 2).contiguous()

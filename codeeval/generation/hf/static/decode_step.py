@@ -176,13 +176,15 @@ def logits(model, tok: torch.Tensor, cache: SlotCache) -> torch.Tensor:
     return _forward(model, tok, cache, cache.attention_mask())
 
 
-def live_logits(model, tok: torch.Tensor, cache: SlotCache) -> torch.Tensor:
-    """:func:`logits`, each slot's attention reading only the blocks of its own columns
-    (codeeval/generation/hf/kernels/live_attention.py; compiled only)."""
+def live_logits(query_block: int) -> Callable:
+    """:func:`logits`, each slot's attention reading only the blocks of its own columns, in query
+    blocks of ``query_block`` rows (codeeval/generation/hf/kernels/live_attention.py; compiled only)."""
     from codeeval.generation.hf.kernels import live_attention
 
-    length = cache.layers[0].keys.shape[2]  # the keys' size, not ``cache.length``: compiled for any length
-    return _forward(model, tok, cache, live_attention.block_mask(cache.columns, length))
+    def forward(model, tok: torch.Tensor, cache: SlotCache) -> torch.Tensor:
+        length = cache.layers[0].keys.shape[2]  # the keys' size, not ``cache.length``: compiled for any length
+        return _forward(model, tok, cache, live_attention.block_mask(cache.columns, length, query_block))
+    return forward
 
 
 def _forward(model, tok: torch.Tensor, cache: SlotCache, mask) -> torch.Tensor:

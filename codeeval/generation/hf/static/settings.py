@@ -19,6 +19,8 @@ class StaticSettings:
     fuse: bool  # q/k/v and gate/up as one product each (fuse_products)
     thin_rows: int  # steps of at most this many slots: Inductor's own products (thin_products)
     live_from: int  # steps of at least this many slots: live attention (live_attention)
+    live_exact: bool  # live steps compiled per exact slot count on a GPU too (live_exact)
+    query_block: int  # FlexAttention's query rows per block in live steps (live_query_block)
     store: bool  # compiled steps kept in the team's storage (compile_store)
 
     @classmethod
@@ -29,4 +31,5 @@ class StaticSettings:
         return cls(compile=values["compile"], graph=values["cuda_graph"], check_every=values["check_every"],
                    prefill_tokens=values["prefill_tokens"], compile_mode=values["compile_mode"],
                    fuse=values["fuse_products"], thin_rows=values["thin_products"],
-                   live_from=values["live_attention"], store=values["compile_store"])
+                   live_from=values["live_attention"], live_exact=values["live_exact"],
+                   query_block=values["live_query_block"], store=values["compile_store"])

@@ -107,7 +107,7 @@ class StaticDecoder:
         key = (exact_slots, live)
         if key not in self._compiled:
             thin = self.thin_rows if exact_slots else 0
-            forward = decode_step.live_logits if live else decode_step.logits
+            forward = decode_step.live_logits(self.settings.query_block) if live else decode_step.logits
             self._compiled[key] = decode_step.compiled(forward, self.compile_mode, thin)
         return self._compiled[key]
 
@@ -119,8 +119,8 @@ class StaticDecoder:
         exact = slots <= self.thin_rows
         live = bool(self.live_from) and slots >= self.live_from
         # Inductor's C++ FlexAttention fails to compile for a symbolic slot count (torch 2.13): on
-        # a CPU (the tests) a live step is compiled per count
-        exact = exact or (live and self.device.type == "cpu")
+        # a CPU (the tests) a live step is compiled per count; on a GPU where live_exact says
+        exact = exact or (live and (self.device.type == "cpu" or self.settings.live_exact))
         forwards = [("compiled+live", self.compiled_logits(exact, True))] if live else []
         return forwards + [("compiled", self.compiled_logits(exact))], exact
 
@@ -241,7 +241,7 @@ class StaticDecoder:
         return compile_store.entry_key(self.model, self.device, forwards=[name for name, _ in forwards],
                                        slots=slots if exact else "any", mode=self.compile_mode, thin=self.thin_rows,
                                        fuse=self.fuse, graph=self.graph and self.device.type == "cuda",
-                                       live=self.live_from)
+                                       live=self.live_from, query=self.settings.query_block)
 
     def _prefill(self, rows: list[Job], waiting: deque, store: dict, slots: int) -> None:
         """Prefill the distinct prompts of the next waiting rows that have none, up to
