@@ -633,7 +633,7 @@ def test_prefect_server_restarted_under_a_team_run(team, workload, data_dir, und
     assert "Traceback" not in seen, f"{case}: a traceback in the watch:\n{seen[-4000:]}"
     assert "RuntimeError: Failed to reach API" not in workers, f"{case}: the unreachable server as a traceback"
     flat = " ".join(evaluate_log.split())  # long lines wrap
-    from codeeval.flows.stages import StageCrashed
+    from codeeval.flows.remote import StageCrashed
 
     for r in crashed:  # the evaluate run said so in one line, naming that run, and started the shard again
         error = StageCrashed(f"{r['name']} on pool {r['work_pool_name']} crashed: "
@@ -677,7 +677,8 @@ def test_an_unreachable_prefect_server_is_one_line_in_a_run_log():
 
     import httpx
 
-    from codeeval.flows import stages  # installs the filter, as a worker loading the flow's file does
+    # stages installs the filter, as a worker loading the flow's file does
+    from codeeval.flows import remote, stages  # noqa: F401
 
     def logged(error: BaseException, message: str) -> str:
         try:
@@ -700,18 +701,18 @@ def test_an_unreachable_prefect_server_is_one_line_in_a_run_log():
     assert logged(unreachable, "Engine execution exited with unexpected exception") == (
         f"Engine execution exited with unexpected exception: the Prefect server at {url} does not answer "
         "([Errno 111] Connection refused): this flow run stops here, finished shards are kept")
-    crashed = stages.StageCrashed("generate-humaneval-shard-001 on pool gpu crashed: exit 1", "run-id")
+    crashed = remote.StageCrashed("generate-humaneval-shard-001 on pool gpu crashed: exit 1", "run-id")
     assert logged(crashed, "Task run failed with exception") == "Task run failed with exception"
     # Prefect's retry line shows the repr: the shard and its run, no empty cause after them
     assert repr(crashed) == "StageCrashed('generate-humaneval-shard-001 on pool gpu crashed: exit 1', 'run-id')"
-    again = pickle.loads(pickle.dumps(stages.StageFailed("a shard failed", "run-id", "its cause")))
+    again = pickle.loads(pickle.dumps(remote.StageFailed("a shard failed", "run-id", "its cause")))
     assert (again.flow_run_id, again.cause) == ("run-id", "its cause")
     assert "Traceback" in logged(ValueError("a bug"), "Task run failed with exception")
-    # a worker loads the flow's file, not the package: its classes are new ones, their base is the package's
+    # a worker loads a flow's file, not the package: classes defined there are new ones, their base the package's
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("stages_from_its_file", stages.__file__)
+    spec = importlib.util.spec_from_file_location("remote_from_its_file", remote.__file__)
     loaded = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(loaded)
-    assert loaded.StageCrashed is not stages.StageCrashed
+    assert loaded.StageCrashed is not remote.StageCrashed
     assert logged(loaded.StageCrashed("crashed: exit 1", "run-id"), "Task run failed") == "Task run failed"

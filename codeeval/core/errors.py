@@ -1,7 +1,7 @@
 """Errors the CLI reports as one line with exit code 2 (bad input, not a bug), the one kind of
 OSError it names in one line too (a full disk), and the marker classes that say what kind of
 failure one of codeeval's own errors is. A marker is checked with `isinstance`, never by class
-name: a worker loads a flow from its file, so a class defined there (flows/stages.py) is another
+name: a worker loads a flow from its file, so a class defined in a flow's module is another
 class object than the package's, but its bases from this module are the same objects."""
 from __future__ import annotations
 

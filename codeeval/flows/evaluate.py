@@ -28,7 +28,7 @@ from codeeval.flows.guard import enforce, worker_policy
 from codeeval.flows.launchers import launcher
 from codeeval.flows.links import name_own_link
 from codeeval.flows.logs import explain_failures
-from codeeval.flows.stages import StageFailed
+from codeeval.flows.remote import StageFailed
 from codeeval.pipeline import failures
 from codeeval.pipeline.config import RunConfig
 from codeeval.pipeline.keys import shard_keys, training_keys

@@ -1,6 +1,7 @@
 """Where the evaluate flow's shards run: `InProcess` (Prefect tasks of this flow run) or `OnWorkPools`
-(a flow run per shard on the gpu / cpu work pools, codeeval/flows/stages.py). Both take a shard's
-`ShardId` and its cache key and return the future of its file; the flow does not know which runs.
+(a flow run per shard on the gpu / cpu work pools: codeeval/flows/stages.py, started and waited for
+by codeeval/flows/remote.py). Both take a shard's `ShardId` and its cache key and return the future
+of its file; the flow does not know which runs.
 
 In this process, generation shards are dealt round-robin over the visible devices (one model per
 device) and run one after another on each; execution shards run one after another (one sandbox
@@ -17,7 +18,7 @@ from prefect import allow_failure, get_run_logger
 from codeeval.benchmarks.registry import get_task
 from codeeval.core.artifacts import RunLayout
 from codeeval.core.contracts import PlannedTask, ShardId
-from codeeval.flows.stages import (
+from codeeval.flows.remote import (
     EXECUTE,
     PREDICT,
     TRAIN,
@@ -49,7 +50,7 @@ class ShardLauncher:
         self.config, self.layout = config, layout
         self.backend, self.sandbox = backend_spec(config), sandbox_spec(config)
         # infrastructure errors only (tasks/retries.py; on work pools: a crashed shard run,
-        # stages.crashed); a failing model is never retried
+        # remote.crashed); a failing model is never retried
         self.retries = {"retries": config.infra_retries, "retry_delay_seconds": config.retry_delay_s}
 
     def generate(self, shard: ShardId, plan: PlannedTask, start: int, stop: int, key: str):

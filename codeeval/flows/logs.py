@@ -4,7 +4,7 @@ root cause; a full disk; an engine that cannot start containers; a shard run tha
 crashed on its pool) that traceback only buries the line, on the terminal and in a worker's log,
 so it is dropped there (the shard's error record keeps its tail: `codeeval inspect`). Those
 errors say so by their base class, core/errors.Explained, which a class keeps even when a worker
-defines it anew by loading flows/stages.py from its file. A Prefect server that stops answering
+defines it anew by loading a flow's file. A Prefect server that stops answering
 (restarted, gone) ends a flow run's process with three chained tracebacks of httpx internals:
 once the flow's file is loaded, they become one line naming the server. Every flow module calls
 explain_failures(): a worker loads a flow from its file, not through the package.

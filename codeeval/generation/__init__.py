@@ -18,7 +18,7 @@ BACKENDS = {
 }
 # the backends that load a model's weights onto a device: in team mode their shards take the gpu pool;
 # the others (an API, saved generations, the reference) generate on the cpu pool, so that a run that
-# waits on the network holds no GPU worker (codeeval/flows/stages.py)
+# waits on the network holds no GPU worker (codeeval/flows/remote.py)
 LOADS_WEIGHTS = frozenset({"transformers", "vllm"})
 
 

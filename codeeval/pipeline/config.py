@@ -55,7 +55,7 @@ class RunConfig:
     retry_delay_s: float = 10.0
     # where shards run: "local" (this process), "deployments" (flow runs of the generate-shard /
     # execute-shard deployments on the gpu / cpu work pools), "auto" (deployments when this run
-    # came from a deployment and they exist; codeeval/flows/stages.py)
+    # came from a deployment and they exist; codeeval/flows/remote.py)
     stages: str = "auto"
     # repo-level tasks (LoadOptions): the Source_Code and Dependency_Data trees, and whether the
     # ground truths run first so that the tasks they fail are left out of the score
