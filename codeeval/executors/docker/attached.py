@@ -131,6 +131,13 @@ class Attached:
             return "running"
         return f"exited {state.get('ExitCode')}" + (" (out of memory)" if state.get("OOMKilled") else "")
 
+    def host_pid(self) -> int:
+        """The host's pid of the container's first process (gVisor's Sentry under runsc); 0 if unknown."""
+        try:
+            return int(self.api.inspect_container(self.name)["State"]["Pid"])
+        except Exception:  # noqa: BLE001 - gone already
+            return 0
+
     def kill(self) -> None:
         try:
             self.api.kill(self.name)

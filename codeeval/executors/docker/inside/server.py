@@ -5,14 +5,16 @@ as PID 1 and talks to it over a Unix socket the host mounts into the container
 (`--channel PATH`; channel.py), else over the container's stdin/stdout: frames of
 a 4-byte big-endian length followed by UTF-8 JSON.
 
-    -> {"ready": true, "cpu_clock": str, "cpu_rate": float, ...}   once, at start
+    -> {"ready": true, "cpu_clock": str, "cpu_rate": float, "queued": str, ...}   once, at start
     <- {"key": str, "code": str, "timeout": float, "clock": float, "wall": float, "guard": bool,
         "rlimits": str, "tail": int}
     -> {"key": str, "exit_code": int|null, "finished": bool, "limit": "ended"|"cpu"|"clock"|"wall",
         "duration": float, "cpu": float, "stdout": str, "stderr": str}   one per request
 
 `timeout` is a limit of CPU seconds, `clock` one of the program's clock (wall time less the
-time every process in the container but the server spent waiting for a CPU: schedstat), `wall`
+time every process in the container but the server spent waiting for a CPU: schedstat; under
+gVisor, whose /proc has none, the delay of the container's host tasks, which the host writes to
+HOST_QUEUED: executors/docker/hostwaits.py; `queued` names the source), `wall`
 the wall-clock cap (cputime.watch). The CPU is read
 from the container's own cgroup (cputime.container_clock; `cpu_clock` names the file):
 it counts the server, idle while it waits, and every thread, child and orphan of the
@@ -59,13 +61,16 @@ import server_reset  # noqa: E402
 from server_frames import Channel, open_channel  # noqa: E402
 from server_reset import OUT  # noqa: E402
 
+HOST_QUEUED = "/run/codeeval-host/queued"  # hostwaits.MOUNT/FILE, mounted by the host under gVisor only
+
 # Pre-import what the runner and typical benchmark programs import, so that each
 # forked child starts warm. (Programs get fresh globals; module objects are shared.)
 import builtins, collections, faulthandler, functools, hashlib, heapq, itertools  # noqa: E401,E402,F401
 import math, random, re, resource, secrets, shutil, string, subprocess, traceback, typing  # noqa: E401,E402,F401
 
 
-def run_one(req: dict, devnull: int, channel: Channel, clock: cputime.Clock, rate: float) -> tuple[dict, bool]:
+def run_one(req: dict, devnull: int, channel: Channel, clock: cputime.Clock, rate: float,
+            host_queued: cputime.Clock | None) -> tuple[dict, bool]:
     """Run one program; returns (response, clean) where clean says the scratch space is restored."""
     nonce = secrets.token_hex(16)
     limit = int(req.get("tail", 2048))
@@ -85,7 +90,7 @@ def run_one(req: dict, devnull: int, channel: Channel, clock: cputime.Clock, rat
     timeout = float(req.get("timeout", 3.0))
     why, factor = server_fork.wait(pid, lambda: clock() - cpu_before, timeout, float(req.get("clock", timeout)),
                                    float(req["wall"]), rate, channel,
-                                   float(req.get("speed_reference", cputime.REFERENCE_S)))
+                                   float(req.get("speed_reference", cputime.REFERENCE_S)), host_queued)
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -126,15 +131,16 @@ def main() -> int:
     server_reset.prepare()
     clock, source = cputime.container_clock()
     rate = cputime.max_rate()
+    host_queued = cputime.file_queued(HOST_QUEUED)
     channel.send({"ready": True, "pid": os.getpid(), "uid": os.getuid(), "python": sys.version.split()[0],
-                  "cpu_clock": source, "cpu_rate": rate})
+                  "cpu_clock": source, "cpu_rate": rate, "queued": HOST_QUEUED if host_queued else "schedstat"})
     while True:
         req = channel.receive()
         if req is None:
             return 0
         sys.stdout.flush()
         sys.stderr.flush()
-        response, clean = run_one(req, devnull, channel, clock, rate)
+        response, clean = run_one(req, devnull, channel, clock, rate, host_queued)
         if channel.eof:
             return 0
         channel.send(response)
