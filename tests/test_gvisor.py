@@ -15,6 +15,8 @@ slower than under runc, MultiPL-E's 2.2x, and a container's start 0.7 s against 
     tests/multiple_bodies.py (HumanEval_53_add; HumanEval_23_strlen too for Python and JavaScript);
   * test_adversarial's attacks (imported), under runsc only: runc has that file;
   * test_cpu_limit's sleepers and burners (imported), and a program under its limits;
+  * fixed work under a clock limit beside busy containers (four a core), under runc, runsc, and
+    runsc without the host's run-queue delay (about 45 s, the machine loaded from outside);
   * the shipped DevEval projects' oracles, the first task of each of the three repositories.
 
 Findings with Debian's runsc 0.0~20221219, platform ptrace (the tests below pin each down):
@@ -23,9 +25,13 @@ Findings with Debian's runsc 0.0~20221219, platform ptrace (the tests below pin 
     (the --cpus 1 quota still holds: it is the host's cgroup of the whole sandbox).
   * gVisor's CPU time of a task is the time it was running as the Sentry sees it: time spent
     waiting for the host's CPU counts as CPU time, and gVisor's /proc has no schedstat, so the
-    clock gets no discount for it either. Both limits then depend on the host's load, which the
-    timeout policy (docs/reliability.md) exists to prevent: a program near its limit can time out
-    under runsc on a loaded machine (MBPP 123 did at load 10) where runc passes it.
+    server could not discount those waits from the clock: beside busy containers MBPP 123 timed
+    out on the clock under runsc where runc passed it. The host now sums the run-queue delay of
+    the container's host tasks (its cgroup's: the Sentry and its ptrace stubs) from the host's
+    schedstat and writes it to a file the container mounts read-only, which gVisor rereads at
+    every pread (executors/docker/hostwaits.py): the clock is runc's again (the crowded test
+    below). The CPU time is still gVisor's, waits included, which the slow-machine stretch,
+    measured in the same inflated CPU time, absorbs.
   * The Sentry's own host threads count against the container's --pids-limit (about 39 host
     tasks for one Python process, and about 6 more per process it forks): at runc's nproc + 16 = 80
     the eighth or so child killed the whole sandbox (the ptrace platform could not start its stub:
@@ -65,8 +71,10 @@ from codeeval.benchmarks.registry import get_task
 from codeeval.benchmarks.repo.execution import runner_for
 from codeeval.benchmarks.spec import LoadOptions
 from codeeval.core.cache import cache_file, read_cached
-from codeeval.executors.base import FAILED, PASSED, SANDBOX_ERROR, TIMEOUT, Program
+from codeeval.executors.base import FAILED, PASSED, SANDBOX_ERROR, TIMEOUT, Limits, Program
 from codeeval.executors.docker import engine
+from codeeval.executors.docker import worker as docker_worker
+from codeeval.executors.docker.hostwaits import HostWaits, tasks_file
 from codeeval.executors.docker.sandbox import DockerSandbox
 from codeeval.pipeline.execute import execute_rows
 
@@ -356,6 +364,90 @@ def test_gvisor_counts_waiting_for_the_hosts_cpu_as_cpu_time(runsc_entry):
     share = {rt: crowded_share(rt, runsc_entry["image"]) for rt in RUNTIMES}
     assert share[RUNC] < 0.35, share
     assert share[RUNSC] > 1.6 * share[RUNC], share
+
+
+# Fixed work (about 0.5 s of CPU on the 2-core machine) under a clock of 1 s and a CPU limit it never
+# reaches (gVisor's CPU time counts the waits too: 9 s for it once, in 10 s of wall time): beside
+# CROWD_PER_CORE busy containers a core, the sandbox's container mostly gets under half a CPU (0.1-0.3
+# measured; at times more under runsc, whose program may end in 0.8 s), so its wall time passes the
+# clock's limit.
+CROWDED_WORK = Program("crowded-work", "x = 0\nfor i in range(6_000_000):\n    x += i\nassert x > 0",
+                       timeout_s=30.0, clock_s=1.0, guard=False)
+CROWD_PER_CORE = 4
+SPIN = "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end:\n    pass"  # ends if the test dies
+UNSTRETCHED = Limits(speed_reference_s=1e9)  # no slow-machine stretch: the clock as measured (docker_env.unstretched)
+
+
+@contextmanager
+def busy_containers(image: str):
+    """Containers that spin, at the sandbox's cgroup level (the engine's /docker): load from outside
+    the sandbox, as another run's containers would bring. Only this test's, by their own label."""
+    label = f"codeeval.test-busy={secrets.token_hex(6)}"
+    ids = []
+    try:
+        for _ in range(CROWD_PER_CORE * (os.cpu_count() or 1)):
+            done = subprocess.run(["docker", "run", "-d", "--rm", "--label", label, "--network", "none", image,
+                                   "python3", "-c", SPIN], capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr
+            ids.append(done.stdout.strip())
+        yield ids
+    finally:
+        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
+
+
+class NoHostWaits:
+    """What the sandbox did before the host measured gVisor's waits: no file, so the server reads
+    its own /proc, where gVisor keeps no schedstat (a delay of 0)."""
+    flags: list = []
+
+    def follow(self, pid: int, name: str = "") -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+def crowded_verdicts(runtime: str, image: str, runs: int = 2) -> tuple[set, list]:
+    with DockerSandbox(n_workers=1, container_runtime=runtime, limits=UNSTRETCHED) as box:
+        box.start()
+        (worker,) = live_workers(box)
+        waits_dir = getattr(worker.waits, "dir", None)  # runsc's (hostwaits.HostWaits)
+        outcomes = box.run([dataclasses.replace(CROWDED_WORK, key=f"{CROWDED_WORK.key}-{i}") for i in range(runs)])
+    assert waits_dir is None or not os.path.exists(waits_dir), "the host's waits directory outlived its container"
+    return {worker.hello["queued"]}, [(o.status, o.detail) for o in outcomes]
+
+
+def test_host_waits_follow_a_cgroups_tasks_and_leave_nothing_behind():
+    """HostWaits on this process's own cgroup: the file holds one fixed-width count of nanoseconds
+    (what the server's pread parses), and close() ends the thread and removes the directory; a
+    process whose cgroup cannot be read (pid 0) is not followed."""
+    waits = HostWaits()
+    assert tasks_file(os.getpid()) and tasks_file(0) is None
+    assert waits.follow(os.getpid(), "self")
+    thread = waits._thread
+    with open(waits.path, "rb") as fh:
+        first = fh.read()
+    assert len(first) == 21 and int(first) >= 0, first
+    assert not waits.follow(0)
+    waits.close()
+    assert not thread.is_alive() and not os.path.exists(waits.dir)
+
+
+def test_a_program_on_a_crowded_host_gets_runcs_clock_verdict_under_runsc(runsc_entry, monkeypatch):
+    """The clock under gVisor is the wall time less the run-queue delay of the container's host
+    tasks (the Sentry and its stubs), which the host sums from its schedstat and the server reads
+    (executors/docker/hostwaits.py). Beside busy containers the work passes under runc and runsc
+    alike; without the host's delay (as before) runsc times it out on the clock (in one of three
+    runs at least: a run that got more of the CPU may end within the limit anyway)."""
+    image = runsc_entry["image"]
+    with busy_containers(image):
+        seen = {rt: crowded_verdicts(rt, image) for rt in RUNTIMES}
+        monkeypatch.setattr(docker_worker, "HostWaits", NoHostWaits)
+        bare = crowded_verdicts(RUNSC, image, runs=3)
+    assert seen[RUNC] == ({"schedstat"}, [(PASSED, "")] * 2), seen
+    assert seen[RUNSC] == ({"/run/codeeval-host/queued"}, [(PASSED, "")] * 2), seen
+    on_the_clock = (TIMEOUT, CLOCK_DETAIL.format(CROWDED_WORK.clock_limit_s))
+    assert bare[0] == {"schedstat"} and on_the_clock in bare[1] and set(bare[1]) <= {on_the_clock, (PASSED, "")}, bare
 
 
 # -- test_adversarial's attacks under runsc ---------------------------------------------------
