@@ -31,7 +31,8 @@ Findings with Debian's runsc 0.0~20221219, platform ptrace (the tests below pin 
     schedstat and writes it to a file the container mounts read-only, which gVisor rereads at
     every pread (executors/docker/hostwaits.py): the clock is runc's again (the crowded test
     below). The CPU time is still gVisor's, waits included, which the slow-machine stretch,
-    measured in the same inflated CPU time, absorbs.
+    measured in the same inflated CPU time, absorbs only in part (bench/gvisor_crowded.py: one
+    MBPP 123 run of eight timed out on its CPU under runsc, none on its clock; runc passed all).
   * The Sentry's own host threads count against the container's --pids-limit (about 39 host
     tasks for one Python process, and about 6 more per process it forks): at runc's nproc + 16 = 80
     the eighth or so child killed the whole sandbox (the ptrace platform could not start its stub:
