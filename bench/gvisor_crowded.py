@@ -6,7 +6,8 @@ level: /docker), --reps times a mode, the modes alternating round by round:
   runsc       gVisor with the host's run-queue delay of the container's host tasks
               (executors/docker/hostwaits.py);
   runsc-bare  gVisor without it (as before: gVisor's /proc has no schedstat, the delay reads 0).
-Prints each run's verdict, detail, cpu_s and wall seconds, then a summary per mode.
+Prints each run's verdict, detail, cpu_s (the server's), host_cpu_s (the container's host cgroup
+over the run, the server's share included) and wall seconds, then a summary per mode.
 
     .venv/bin/python bench/gvisor_crowded.py [--reps 4] [--busy 4] [--modes runc,runsc,runsc-bare]
 """
@@ -27,6 +28,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's codeeval, not
 from docker_env import mbpp_programs  # noqa: E402
 
 from codeeval.executors.docker import worker as docker_worker  # noqa: E402
+from codeeval.executors.docker.hostwaits import tasks_file  # noqa: E402
 from codeeval.executors.docker.sandbox import DockerSandbox  # noqa: E402
 
 TASK = "123"
@@ -56,14 +58,24 @@ def busy_containers(n: int, image: str):
         subprocess.run(["docker", "rm", "-f", *names], capture_output=True)
 
 
+def host_cpu(worker) -> float:
+    """The CPU seconds of the container's host cgroup (cpuacct.usage): under runsc, what the host ran
+    for the Sentry and its stubs, the server's share included."""
+    tasks = tasks_file(worker.container.host_pid())
+    with open(os.path.join(os.path.dirname(tasks), "cpuacct.usage")) as fh:
+        return int(fh.read()) / 1e9
+
+
 def run_once(mode: str, program) -> tuple:
     runtime = "runc" if mode == "runc" else "runsc"
     docker_worker.HostWaits = NoWaits if mode == "runsc-bare" else REAL_WAITS
     with DockerSandbox(n_workers=1, container_runtime=runtime) as box:
         box.start()
-        queued = box._workers[0].hello.get("queued")
+        worker = box._workers[0]
+        before = host_cpu(worker)
         (outcome,) = box.run([program])
-    return outcome.status, outcome.detail, outcome.cpu_s, outcome.duration_s, queued
+        host_s = host_cpu(worker) - before
+    return outcome.status, outcome.detail, outcome.cpu_s, outcome.duration_s, worker.hello.get("queued"), host_s
 
 
 REAL_WAITS = docker_worker.HostWaits
@@ -87,10 +99,10 @@ def main() -> int:
         for rep in range(args.reps):
             order = modes if rep % 2 == 0 else modes[::-1]
             for mode in order:
-                status, detail, cpu_s, wall_s, queued = run_once(mode, program)
+                status, detail, cpu_s, wall_s, queued, host_s = run_once(mode, program)
                 seen[mode].append(status)
-                print(f"rep {rep + 1} {mode:10s} {status:8s} cpu_s={cpu_s:.2f} wall_s={wall_s:.2f} "
-                      f"queued_from={queued} {detail[:40]}", flush=True)
+                print(f"rep {rep + 1} {mode:10s} {status:8s} cpu_s={cpu_s:.2f} host_cpu_s={host_s:.2f} "
+                      f"wall_s={wall_s:.2f} queued_from={queued} {detail[:40]}", flush=True)
         print(f"load average with the busy containers {os.getloadavg()[0]:.2f}")
     for mode in modes:
         print(f"{mode}: " + ", ".join(f"{s} {seen[mode].count(s)}/{len(seen[mode])}" for s in sorted(set(seen[mode]))))

@@ -7,8 +7,8 @@ host tasks (the Sentry, its ptrace stubs, which run the program) are its host cg
 A `HostWaits` per container sums their /proc/<tid>/schedstat second field in a thread every
 PERIOD_S (each task's last reading kept once it exits) and writes the total, in nanoseconds,
 fixed-width at offset 0 of a file in a private directory that the container mounts read-only
-at MOUNT; the server reads it with pread (docker_server.py, cputime.file_counter). gVisor
-rereads such a file's contents on every read (measured with runsc 20221219: tests/test_gvisor.py).
+at MOUNT; the server reads it with pread (docker_server.py, cputime.file_queued). gVisor
+rereads such a file's contents at every pread (runsc 20221219; tests/test_gvisor.py, "crowded").
 
 Under runc nothing of this is made: the server's own schedstat reading is exact and free.
 """
