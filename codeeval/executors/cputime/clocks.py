@@ -88,8 +88,12 @@ def _own_cgroup(directory: str) -> bool:
 
 
 def _counter(path: str, directory: str, parse: Callable[[str], float]) -> Optional[Clock]:
-    if not _own_cgroup(directory):
-        return None
+    return pread_clock(path, parse) if _own_cgroup(directory) else None
+
+
+def pread_clock(path: str, parse: Callable[[str], float]) -> Optional[Clock]:
+    """A clock on the counter in the file `path` (kept open, one pread a reading, its text
+    `parse`d), or None when it cannot be opened or read."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:

@@ -6,7 +6,7 @@ import os
 import time
 from typing import Callable, Optional
 
-from .clocks import Clock, members
+from .clocks import Clock, members, pread_clock
 
 
 def group_queued(pgid: int) -> Clock:
@@ -32,20 +32,7 @@ def file_queued(path: str) -> Optional[Clock]:
     """Run-queue delay measured outside this kernel, where this one keeps no schedstat (gVisor's):
     nanoseconds written at offset 0 of `path` by the Docker host, which sums the container's host
     tasks (executors/docker/hostwaits.py); kept open, one pread a reading. None without the file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-
-    def read() -> float:
-        return int(os.pread(fd, 64, 0)) / 1e9
-
-    try:
-        read()
-    except (OSError, ValueError):
-        os.close(fd)
-        return None
-    return read
+    return pread_clock(path, lambda text: int(text) / 1e9)
 
 
 def since(clock: Clock) -> Clock:
