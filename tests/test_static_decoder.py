@@ -367,8 +367,9 @@ def test_the_gpu_bench_runs_through_on_the_cpu(llama_dir, data_dir, tmp_path):
     as on the GPU, with the comparison that the H100 run made (live attention, a GPU default, off)."""
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "--smoke", "--model", llama_dir,
                            "--humaneval", str(data_dir / "humaneval" / "HumanEval.jsonl.gz"),
-                           "--versus", "live_attention=0", "--kernels", str(tmp_path)],
-                          capture_output=True, text=True, timeout=600)
+                           "--versus", "live_attention=0", "--kernels", str(tmp_path),
+                           "--budget-s", "1200"],  # every part, however loaded the machine (CI: 426 s)
+                          capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert "device uniforms equal to seeds.uniform: 3000/3000" in out
