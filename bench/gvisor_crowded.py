@@ -3,9 +3,10 @@ oracle (bigcode's program, about 2.8 s of its 3 s limit) in a one-container sand
 --busy containers that spin (`while True: pass`, no CPU limit, runc, at the sandbox's cgroup
 level: /docker), --reps times a mode, the modes alternating round by round:
   runc        the engine's default runtime: the clock less the programs' own schedstat delay;
-  runsc       gVisor with the host's run-queue delay of the container's host tasks
-              (executors/docker/hostwaits.py);
-  runsc-bare  gVisor without it (as before: gVisor's /proc has no schedstat, the delay reads 0).
+  runsc       gVisor with the host's counts of the container's host tasks (executors/docker/
+              hostclocks.py): their run-queue delay off the clock, their CPU time a bound of gVisor's;
+  runsc-bare  gVisor without them (gVisor's /proc has no schedstat, the delay reads 0; its CPU
+              time counts the waits).
 Prints each run's verdict, detail, cpu_s (the server's), host_cpu_s (the container's host cgroup
 over the run, the server's share included) and wall seconds, then a summary per mode.
 
@@ -28,14 +29,15 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's codeeval, not
 from docker_env import mbpp_programs  # noqa: E402
 
 from codeeval.executors.docker import worker as docker_worker  # noqa: E402
-from codeeval.executors.docker.hostwaits import tasks_file  # noqa: E402
+from codeeval.executors.docker.hostclocks import cpu_file  # noqa: E402
 from codeeval.executors.docker.sandbox import DockerSandbox  # noqa: E402
 
 TASK = "123"
 
 
-class NoWaits:
-    """HostWaits that measures nothing: the server finds no file and reads its own /proc (0)."""
+class NoHostClocks:
+    """HostClocks that measures nothing and mounts nothing: the server finds no file, so it reads its
+    own /proc (no delay) and gVisor's CPU time alone."""
     flags: list = []
 
     def follow(self, pid: int, name: str = "") -> bool:
@@ -61,14 +63,14 @@ def busy_containers(n: int, image: str):
 def host_cpu(worker) -> float:
     """The CPU seconds of the container's host cgroup (cpuacct.usage): under runsc, what the host ran
     for the Sentry and its stubs, the server's share included."""
-    tasks = tasks_file(worker.container.host_pid())
-    with open(os.path.join(os.path.dirname(tasks), "cpuacct.usage")) as fh:
-        return int(fh.read()) / 1e9
+    path, parse = cpu_file(worker.container.host_pid())
+    with open(path, "rb") as fh:
+        return parse(fh.read()) / 1e9
 
 
 def run_once(mode: str, program) -> tuple:
     runtime = "runc" if mode == "runc" else "runsc"
-    docker_worker.HostWaits = NoWaits if mode == "runsc-bare" else REAL_WAITS
+    docker_worker.HostClocks = NoHostClocks if mode == "runsc-bare" else REAL_CLOCKS
     with DockerSandbox(n_workers=1, container_runtime=runtime) as box:
         box.start()
         worker = box._workers[0]
@@ -78,7 +80,7 @@ def run_once(mode: str, program) -> tuple:
     return outcome.status, outcome.detail, outcome.cpu_s, outcome.duration_s, worker.hello.get("queued"), host_s
 
 
-REAL_WAITS = docker_worker.HostWaits
+REAL_CLOCKS = docker_worker.HostClocks
 
 
 def main() -> int:

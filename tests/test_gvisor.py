@@ -28,11 +28,12 @@ Findings with Debian's runsc 0.0~20221219, platform ptrace (the tests below pin 
     server could not discount those waits from the clock: beside busy containers MBPP 123 timed
     out on the clock under runsc where runc passed it. The host now sums the run-queue delay of
     the container's host tasks (its cgroup's: the Sentry and its ptrace stubs) from the host's
-    schedstat and writes it to a file the container mounts read-only, which gVisor rereads at
-    every pread (executors/docker/hostwaits.py): the clock is runc's again (the crowded test
-    below). The CPU time is still gVisor's, waits included, which the slow-machine stretch,
-    measured in the same inflated CPU time, absorbs only in part (bench/gvisor_crowded.py: one
-    MBPP 123 run of eight timed out on its CPU under runsc, none on its clock; runc passed all).
+    schedstat, and copies that cgroup's CPU counter, each into a file the container mounts
+    read-only, which gVisor rereads at every pread (executors/docker/hostclocks.py): the clock
+    is runc's again, and the CPU time the lesser of gVisor's and the host's (the crowded test
+    below). Before the second, the slow-machine stretch, measured in the same inflated CPU
+    time, absorbed the waits only in part (bench/gvisor_crowded.py: one MBPP 123 run of eight
+    timed out on its CPU under runsc, none on its clock; runc passed all).
   * The Sentry's own host threads count against the container's --pids-limit (about 39 host
     tasks for one Python process, and about 6 more per process it forks): at runc's nproc + 16 = 80
     the eighth or so child killed the whole sandbox (the ptrace platform could not start its stub:
@@ -74,7 +75,7 @@ from codeeval.benchmarks.spec import LoadOptions
 from codeeval.core.cache import cache_file, read_cached
 from codeeval.executors.base import FAILED, PASSED, SANDBOX_ERROR, TIMEOUT, Limits, Program
 from codeeval.executors.docker import engine
-from codeeval.executors.docker.hostwaits import HostWaits, tasks_file
+from codeeval.executors.docker.hostclocks import HostClocks, cpu_file, tasks_file
 from codeeval.executors.docker.sandbox import DockerSandbox
 from codeeval.pipeline.execute import execute_rows
 
@@ -188,6 +189,9 @@ def test_cpu_is_summed_over_proc_under_gvisor_which_hides_the_cgroup(python_boxe
         hellos[rt] = [w.hello for w in live_workers(box)]
     assert {h["cpu_clock"] for h in hellos[RUNC]} <= set(CGROUP_COUNTERS)
     assert {h["cpu_clock"] for h in hellos[RUNSC]} == {"/proc"}
+    # bounded by the host's count of the container's CPU (hostclocks.py), under gVisor only
+    assert {h["host_cpu"] for h in hellos[RUNC]} == {None}
+    assert {h["host_cpu"] for h in hellos[RUNSC]} == {"/run/codeeval-host/cpu"}
     # --cpus 1 is the host's cgroup of the whole sandbox under gVisor: the server cannot read it
     assert {h["cpu_rate"] for h in hellos[RUNC]} == {1.0}
     assert {h["cpu_rate"] for h in hellos[RUNSC]} == {float(os.cpu_count())}
@@ -197,7 +201,8 @@ def test_cpu_is_summed_over_proc_under_gvisor_which_hides_the_cgroup(python_boxe
 def test_humaneval_and_mbpp_oracles_get_the_same_verdicts(python_boxes):
     """Every program far from its limit gets runc's verdict and exit code. One near it (more than a
     third of its CPU limit under runc: MBPP 123 uses most of its 3 s) may time out under runsc on
-    a loaded machine, never end otherwise: gVisor counts waiting for the CPU against both limits."""
+    a loaded machine, never end otherwise: gVisor's own counts take waiting for the CPU as running,
+    which the host's counts now bound (hostclocks.py), but this test keeps the room for it."""
     programs = humaneval_programs() + mbpp_programs()
     out = on_both(python_boxes, programs)
     runc, runsc = out[RUNC], out[RUNSC]
@@ -405,47 +410,65 @@ def crowded_work() -> Program:
                    clock_s=round(max(0.5, 2.5 * (time.process_time() - began)), 2))
 
 
-def crowded_verdicts(runtime: str, image: str, work: Program, runs: int = 2) -> tuple[set, list, float]:
+def crowded_verdicts(runtime: str, image: str, work: Program, runs: int = 2) -> tuple[set, list, float, list]:
     with DockerSandbox(n_workers=1, container_runtime=runtime, limits=UNSTRETCHED) as box:
         box.start()
         (worker,) = live_workers(box)
-        waits_dir = getattr(worker.waits, "dir", None)  # runsc's (hostwaits.HostWaits)
+        host_dir = getattr(worker.host_clocks, "dir", None)  # runsc's (hostclocks.HostClocks)
         outcomes = box.run([dataclasses.replace(work, key=f"{work.key}-{i}") for i in range(runs)])
-        with open(worker.waits.path, "rb") if waits_dir else open(os.devnull, "rb") as fh:
+        with open(worker.host_clocks.queued_path, "rb") if host_dir else open(os.devnull, "rb") as fh:
             waited = int(fh.read() or 0) / 1e9  # what the host measured, as the server reads it
-    assert waits_dir is None or not os.path.exists(waits_dir), "the host's waits directory outlived its container"
-    return {worker.hello["queued"]}, [(o.status, o.detail) for o in outcomes], waited
+    assert host_dir is None or not os.path.exists(host_dir), "the host's clocks directory outlived its container"
+    return {worker.hello["queued"]}, [(o.status, o.detail) for o in outcomes], waited, [o.cpu_s for o in outcomes]
 
 
-def test_host_waits_follow_a_cgroups_tasks_and_leave_nothing_behind():
-    """HostWaits on this process's own cgroup: the file holds one fixed-width count of nanoseconds
-    (what the server's pread parses), and close() ends the thread and removes the directory; a
-    process whose cgroup cannot be read (pid 0) is not followed."""
-    waits = HostWaits()
-    assert tasks_file(os.getpid()) and tasks_file(0) is None
-    assert waits.follow(os.getpid(), "self")
-    thread = waits._thread
-    with open(waits.path, "rb") as fh:
-        first = fh.read()
-    assert len(first) == 21 and int(first) >= 0, first
-    assert not waits.follow(0)
-    waits.close()
-    assert not thread.is_alive() and not os.path.exists(waits.dir)
+def test_host_clocks_follow_a_cgroups_tasks_and_leave_nothing_behind():
+    """HostClocks on this process's own cgroup: each file holds one fixed-width count of nanoseconds
+    (what the server's pread parses), the CPU one -1 until the thread's first reading and then this
+    cgroup's counter, and close() ends the thread and removes the directory; a process whose cgroup
+    cannot be read (pid 0) is not followed."""
+    clocks = HostClocks()
+    assert tasks_file(os.getpid()) and tasks_file(0) is None and cpu_file(0) is None
+    path, parse = cpu_file(os.getpid())
+
+    def read(name: str) -> bytes:
+        with open(name, "rb") as fh:
+            return fh.read()
+
+    assert [read(p) for p in (clocks.queued_path, clocks.cpu_path)] == [b"%20d\n" % 0, b"%20d\n" % -1]
+    assert clocks.follow(os.getpid(), "self")
+    thread = clocks._thread
+    deadline = time.monotonic() + 10
+    while int(read(clocks.cpu_path)) < 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    before, written, after = parse(read(path)), int(read(clocks.cpu_path)), None
+    time.sleep(0.2)
+    after = parse(read(path))
+    assert 0 < written <= after and int(read(clocks.queued_path)) >= 0, (before, written, after)
+    assert len(read(clocks.cpu_path)) == 21
+    assert not clocks.follow(0)
+    clocks.close()
+    assert not thread.is_alive() and not os.path.exists(clocks.dir)
 
 
 def test_a_program_on_a_crowded_host_gets_runcs_clock_verdict_under_runsc(runsc_entry):
     """The clock under gVisor is the wall time less the run-queue delay of the container's host
     tasks (the Sentry and its stubs), which the host sums from its schedstat and the server reads
-    (executors/docker/hostwaits.py). Beside busy containers the work passes under runc and runsc
+    (executors/docker/hostclocks.py). Beside busy containers the work passes under runc and runsc
     alike, and the host measured the runsc container's waits. Without them (before) runsc timed
     such work out on the clock, in as many runs as its share of the CPU left it short:
-    bench/gvisor_crowded.py shows that side, which depends on the machine's scheduler, not on us."""
+    bench/gvisor_crowded.py shows that side, which depends on the machine's scheduler, not on us.
+    Its CPU time is about the work's, as under runc, where gVisor's own count gives it the share
+    of its wall time that it waited for too (about 4.5 times the work here; bounded by the host's
+    count of the container's CPU now)."""
     image, work = runsc_entry["image"], crowded_work()
     with busy_containers(image):
         seen = {rt: crowded_verdicts(rt, image, work) for rt in RUNTIMES}
     assert seen[RUNC][:2] == ({"schedstat"}, [(PASSED, "")] * 2), (work.clock_limit_s, seen)
     assert seen[RUNSC][:2] == ({"/run/codeeval-host/queued"}, [(PASSED, "")] * 2), (work.clock_limit_s, seen)
     assert seen[RUNSC][2] > 0.05, seen  # its tasks waited for a CPU, and the server could read how long
+    work_s = work.clock_limit_s / 2.5
+    assert max(seen[RUNC][3] + seen[RUNSC][3]) < 1.5 * work_s + 0.3, (work_s, seen)
 
 
 # -- test_adversarial's attacks under runsc ---------------------------------------------------

@@ -121,6 +121,8 @@ def test_64_shards_starting_at_once_take_turns_and_lose_nothing(runsc, data_dir)
                                                                         if o.status != "passed"]
     assert 1 <= starts.peak <= starts.cap(), (starts.peak, starts.cap())
     ours = set(ids)
-    left = [c.name for c in docker.from_env().containers.list(all=True, filters={"label": LABEL})
-            if c.labels.get(LABEL) in ours]
+    # the engine's one listing, not docker-py's list-then-inspect, which fails (404) when another
+    # test's container goes between the two
+    left = [c["Names"] for c in docker.from_env().api.containers(all=True, filters={"label": LABEL})
+            if c["Labels"].get(LABEL) in ours]
     assert len(ours) == len(problems) and not left, left

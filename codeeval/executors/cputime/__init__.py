@@ -20,11 +20,12 @@ The package, one responsibility a module:
     v1 cpuacct.usage or v2 cpu.stat usage_usec: every task in it, dead or alive, one pread a
     reading; the Docker server's container holds only it and the program's tree),
     `container_clock()` (that, else a sum over /proc), `group_clock(pgid)` (a process group,
-    summed over /proc: the local sandbox, which shares its cgroup with the harness), and
-    `max_rate()`, the most CPU seconds a wall second can bring.
+    summed over /proc: the local sandbox, which shares its cgroup with the harness),
+    `max_rate()`, the most CPU seconds a wall second can bring, `host_clock(path)` (a count the
+    Docker host measures for a gVisor container: its run-queue delay, its CPU time), and
+    `least_since(clock, bound)`, the lesser of two counts of the same CPU.
   * queued  -- run-queue delay: `others_queued()`, `group_queued(pgid)`, `session_queued(sid)`
-    (the server's, the local sandbox's, a harness's child steps), `file_queued(path)` (the delay
-    the Docker host measures for a gVisor container, whose /proc has no schedstat), and
+    (the server's, the local sandbox's, a harness's child steps), `since(clock)`, and
     `own_clock()`, inside a program its wall time less its threads' delay.
   * speed   -- `slowdown()`: how much slower than the reference this machine runs Python now.
   * limits  -- `watch`, the loop that ends a program at its limits, and `wait_clocked`, a
@@ -40,11 +41,12 @@ server (/opt/codeeval/cputime/), whose forked programs find it imported (`import
 local sandbox's runner imports it for them from beside runner.py.
 """
 from .alarm import Alarm, TimeLimit
-from .clocks import Clock, cgroup_clock, container_clock, group_clock, max_rate
+from .clocks import Clock, cgroup_clock, container_clock, group_clock, host_clock, least_since, max_rate
 from .limits import CLOCK, CPU, ENDED, MIN_POLL_S, POLL_S, WALL, wait_clocked, watch
-from .queued import file_queued, group_queued, others_queued, own_clock, session_queued, since
+from .queued import group_queued, others_queued, own_clock, session_queued, since
 from .speed import MAX_SLOWDOWN, REFERENCE_S, paused_slowdown, slowdown
 
 __all__ = ["Alarm", "CLOCK", "CPU", "Clock", "ENDED", "MAX_SLOWDOWN", "MIN_POLL_S", "POLL_S", "REFERENCE_S", "WALL",
-           "cgroup_clock", "container_clock", "file_queued", "group_clock", "group_queued", "max_rate", "others_queued",
+           "cgroup_clock", "container_clock", "group_clock", "group_queued", "host_clock", "least_since", "max_rate",
+           "others_queued",
            "own_clock", "paused_slowdown", "session_queued", "since", "slowdown", "TimeLimit", "wait_clocked", "watch"]

@@ -110,6 +110,29 @@ def pread_clock(path: str, parse: Callable[[str], float]) -> Optional[Clock]:
     return read
 
 
+def host_clock(path: str) -> Optional[Callable[[], Optional[float]]]:
+    """A count the Docker host measures for a gVisor container, whose kernel cannot (its /proc has
+    no schedstat, and its CPU time counts the waits for the host's CPU): nanoseconds written at
+    offset 0 of `path` (executors/docker/hostclocks.py), in seconds; None for a negative count
+    (none measured yet). None without the file."""
+    return pread_clock(path, lambda text: int(text) / 1e9 if int(text) >= 0 else None)
+
+
+def least_since(clock: Clock, bound: Optional[Callable[[], Optional[float]]]) -> Clock:
+    """`clock` counted from now, never more than `bound`, a second count of the same work that
+    cannot be inflated the same way, counted from now too; a `bound` that read None at the
+    start (or reads None later) bounds nothing."""
+    base = clock()
+    start = bound() if bound is not None else None
+
+    def read() -> float:
+        spent = clock() - base
+        limit = bound() if start is not None else None
+        return spent if limit is None else min(spent, limit - start)
+
+    return read
+
+
 def _cgroup_quota() -> Optional[float]:
     """CPUs' worth of quota of this process's own cgroup (v1 cfs_quota/cfs_period, v2
     cpu.max), or None when unlimited or unknown."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable, Optional
+from typing import Callable
 
-from .clocks import Clock, members, pread_clock
+from .clocks import Clock, members
 
 
 def group_queued(pgid: int) -> Clock:
@@ -26,13 +26,6 @@ def others_queued() -> Clock:
     that holds only the program's tree (orphans that left its session included)."""
     own = os.getpid()
     return _queued(lambda pid, fields: pid != own)
-
-
-def file_queued(path: str) -> Optional[Clock]:
-    """Run-queue delay measured outside this kernel, where this one keeps no schedstat (gVisor's):
-    nanoseconds written at offset 0 of `path` by the Docker host, which sums the container's host
-    tasks (executors/docker/hostwaits.py); kept open, one pread a reading. None without the file."""
-    return pread_clock(path, lambda text: int(text) / 1e9)
 
 
 def since(clock: Clock) -> Clock:

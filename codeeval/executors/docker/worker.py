@@ -18,7 +18,7 @@ from codeeval.executors.base import Program, Sandbox, rlimit_spec, safe_name
 from codeeval.executors.docker import channel as docker_channel
 from codeeval.executors.docker import starts
 from codeeval.executors.docker.attached import Attached, StartFailed
-from codeeval.executors.docker.hostwaits import HostWaits
+from codeeval.executors.docker.hostclocks import HostClocks
 from codeeval.executors.docker.owners import LABEL, OWNER_LABEL
 
 SERVER = "/opt/codeeval/docker_server.py"
@@ -47,7 +47,7 @@ class _Worker:
         self.name = f"codeeval-{os.getpid()}-{uuid.uuid4().hex[:8]}-{slot}"
         uid = FIRST_UID + slot % N_UIDS
         self.conn = None  # the server's socket (channel.py), else its stdin and stdout
-        self.waits = None  # under gVisor on a local engine: its host tasks' run-queue delay (hostwaits.py)
+        self.host_clocks = None  # under gVisor on a local engine: its waits and CPU, from the host (hostclocks.py)
         with starts.turn():  # its start timeout counts from its turn
             self._start(sandbox, slot, uid)
 
@@ -61,22 +61,23 @@ class _Worker:
         user = ["--user", "0:0", *(f for cap in PROGRAM_UID_CAPS for f in ("--cap-add", cap))] if own else \
             ["--user", f"{uid}:{uid}"]
         self.program_uid = uid if own else None
-        self.waits = HostWaits() if own and docker_channel.local_engine() else None
+        self.host_clocks = HostClocks() if own and docker_channel.local_engine() else None
         try:
             self.container = Attached(
                 sandbox.client, sandbox.image, ["python3", "-I", SERVER, *channel, *sandbox.warm],
                 ["--label", f"{LABEL}={sandbox.id}", "--label", f"{OWNER_LABEL}={sandbox.owner}",
-                 *sandbox.run_flags, *(listener.flags if listener else []), *(self.waits.flags if self.waits else []),
+                 *sandbox.run_flags, *(listener.flags if listener else []),
+                 *(self.host_clocks.flags if self.host_clocks else []),
                  *user], self.name)
         except StartFailed as exc:
             if listener is not None:
                 listener.close()
-            if self.waits is not None:
-                self.waits.close()
+            if self.host_clocks is not None:
+                self.host_clocks.close()
             raise NotStarted(str(exc)) from None
         try:
-            if self.waits is not None:  # its host process (the Sentry) is in the container's cgroup
-                self.waits.follow(self.container.host_pid(), self.name)
+            if self.host_clocks is not None:  # its host process (the Sentry) is in the container's cgroup
+                self.host_clocks.follow(self.container.host_pid(), self.name)
             self.hello = self._greeting(listener, uid, time.monotonic() + sandbox.container.start_timeout_s)
         except WorkerDied as exc:
             self.stop()
@@ -182,5 +183,5 @@ class _Worker:
         self.container.remove()
         if self.conn is not None:
             self.conn.close()
-        if self.waits is not None:
-            self.waits.close()
+        if self.host_clocks is not None:
+            self.host_clocks.close()

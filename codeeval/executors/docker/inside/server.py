@@ -5,7 +5,7 @@ as PID 1 and talks to it over a Unix socket the host mounts into the container
 (`--channel PATH`; channel.py), else over the container's stdin/stdout: frames of
 a 4-byte big-endian length followed by UTF-8 JSON.
 
-    -> {"ready": true, "cpu_clock": str, "cpu_rate": float, "queued": str, ...}   once, at start
+    -> {"ready": true, "cpu_clock": str, "cpu_rate": float, "queued": str, "host_cpu": str|null, ...}   once
     <- {"key": str, "code": str, "timeout": float, "clock": float, "wall": float, "guard": bool,
         "rlimits": str, "tail": int}
     -> {"key": str, "exit_code": int|null, "finished": bool, "limit": "ended"|"cpu"|"clock"|"wall",
@@ -14,11 +14,14 @@ a 4-byte big-endian length followed by UTF-8 JSON.
 `timeout` is a limit of CPU seconds, `clock` one of the program's clock (wall time less the
 time every process in the container but the server spent waiting for a CPU: schedstat; under
 gVisor, whose /proc has none, the delay of the container's host tasks, which the host writes to
-HOST_QUEUED: executors/docker/hostwaits.py; `queued` names the source), `wall`
+HOST_QUEUED: executors/docker/hostclocks.py; `queued` names the source), `wall`
 the wall-clock cap (cputime.watch). The CPU is read
 from the container's own cgroup (cputime.container_clock; `cpu_clock` names the file):
 it counts the server, idle while it waits, and every thread, child and orphan of the
-program. It is read before the fork, again only once the program could have used its
+program. Under gVisor, whose CPU time counts the waits for the host's CPU too, it is at most
+the container's host cgroup's CPU time since the same moment, which the host writes to HOST_CPU
+(`host_cpu` names it; cputime.least_since). It is read before the fork, again only once the
+program could have used its
 limit (cputime.watch), and after every process is dead: `cpu` is the tree's total.
 
 Each program runs in a fresh child forked from this pre-imported interpreter: its own
@@ -61,7 +64,8 @@ import server_reset  # noqa: E402
 from server_frames import Channel, open_channel  # noqa: E402
 from server_reset import OUT  # noqa: E402
 
-HOST_QUEUED = "/run/codeeval-host/queued"  # hostwaits.MOUNT/FILE, mounted by the host under gVisor only
+HOST_QUEUED = "/run/codeeval-host/queued"  # hostclocks.MOUNT/QUEUED, mounted by the host under gVisor only
+HOST_CPU = "/run/codeeval-host/cpu"  # hostclocks.MOUNT/CPU
 
 # Pre-import what the runner and typical benchmark programs import, so that each
 # forked child starts warm. (Programs get fresh globals; module objects are shared.)
@@ -70,7 +74,7 @@ import math, random, re, resource, secrets, shutil, string, subprocess, tracebac
 
 
 def run_one(req: dict, devnull: int, channel: Channel, clock: cputime.Clock, rate: float,
-            host_queued: cputime.Clock | None) -> tuple[dict, bool]:
+            host: tuple) -> tuple[dict, bool]:
     """Run one program; returns (response, clean) where clean says the scratch space is restored."""
     nonce = secrets.token_hex(16)
     limit = int(req.get("tail", 2048))
@@ -83,12 +87,13 @@ def run_one(req: dict, devnull: int, channel: Channel, clock: cputime.Clock, rat
     err_fd = os.open(f"{OUT}/stderr", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     result_fd = os.open(f"{OUT}/result", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     written = server_reset.write_files(req.get("files") or {})
-    cpu_before = clock()  # before the fork: the child's every CPU second counts
+    host_queued, host_cpu = host
+    used = cputime.least_since(clock, host_cpu)  # before the fork: the child's every CPU second counts
     started = time.monotonic()
     pid = server_fork.fork(req, compiled, nonce, marker_w, out_fd, err_fd, result_fd, devnull)
     os.close(marker_w)
     timeout = float(req.get("timeout", 3.0))
-    why, factor = server_fork.wait(pid, lambda: clock() - cpu_before, timeout, float(req.get("clock", timeout)),
+    why, factor = server_fork.wait(pid, used, timeout, float(req.get("clock", timeout)),
                                    float(req["wall"]), rate, channel,
                                    float(req.get("speed_reference", cputime.REFERENCE_S)), host_queued)
     try:
@@ -105,7 +110,7 @@ def run_one(req: dict, devnull: int, channel: Channel, clock: cputime.Clock, rat
         "limit": why,
         "slowdown": factor,
         "duration": duration,
-        "cpu": clock() - cpu_before,  # every process is dead and reaped: the tree's total
+        "cpu": used(),  # every process is dead and reaped: the tree's total
         "stdout": runner.read_tail(out_fd, limit),
         "stderr": runner.read_tail(err_fd, limit),
         "result": base64.b64encode(runner.read_head(result_fd, int(req.get("result_bytes", 0)))).decode(),
@@ -131,16 +136,17 @@ def main() -> int:
     server_reset.prepare()
     clock, source = cputime.container_clock()
     rate = cputime.max_rate()
-    host_queued = cputime.file_queued(HOST_QUEUED)
+    host = cputime.host_clock(HOST_QUEUED), cputime.host_clock(HOST_CPU)
     channel.send({"ready": True, "pid": os.getpid(), "uid": os.getuid(), "python": sys.version.split()[0],
-                  "cpu_clock": source, "cpu_rate": rate, "queued": HOST_QUEUED if host_queued else "schedstat"})
+                  "cpu_clock": source, "cpu_rate": rate, "queued": HOST_QUEUED if host[0] else "schedstat",
+                  "host_cpu": HOST_CPU if host[1] else None})
     while True:
         req = channel.receive()
         if req is None:
             return 0
         sys.stdout.flush()
         sys.stderr.flush()
-        response, clean = run_one(req, devnull, channel, clock, rate, host_queued)
+        response, clean = run_one(req, devnull, channel, clock, rate, host)
         if channel.eof:
             return 0
         channel.send(response)
