@@ -410,16 +410,36 @@ def crowded_work() -> Program:
                    clock_s=round(max(0.5, 2.5 * (time.process_time() - began)), 2))
 
 
-def crowded_verdicts(runtime: str, image: str, work: Program, runs: int = 2) -> tuple[set, list, float, list]:
+# The work again, timed by the clocks a harness uses inside the program (cputime.own_clock: EvalPlus's
+# per-input limit, APPS's alarm; session_queued: MultiPL-E's and DS-1000's steps, via wait_clocked)
+OWN_CLOCKS_CODE = ("import os, time, cputime\n"
+                   "clock, steps = cputime.own_clock(), cputime.session_queued(os.getsid(0))\n"
+                   "c0, w0 = clock(), time.monotonic()\n" + CROWDED_CODE + "\n"
+                   "print(clock() - c0, time.monotonic() - w0, steps())")
+
+
+@dataclasses.dataclass
+class Crowded:
+    queued_from: set  # the servers' source of the run-queue delay
+    verdicts: list  # (status, detail) of each run of the work
+    host_waited: float  # the waits the host measured for the container, as the server reads them (0 under runc)
+    cpu: list  # the CPU seconds each run of the work reported
+    own_clocks: tuple  # inside the program: (own_clock's seconds, wall seconds, its session's waits)
+
+
+def crowded_verdicts(runtime: str, image: str, work: Program, runs: int = 2) -> Crowded:
     with DockerSandbox(n_workers=1, container_runtime=runtime, limits=UNSTRETCHED) as box:
         box.start()
         (worker,) = live_workers(box)
         host_dir = getattr(worker.host_clocks, "dir", None)  # runsc's (hostclocks.HostClocks)
-        outcomes = box.run([dataclasses.replace(work, key=f"{work.key}-{i}") for i in range(runs)])
+        outcomes = box.run([dataclasses.replace(work, key=f"{work.key}-{i}") for i in range(runs)]
+                           + [Program("own-clocks", OWN_CLOCKS_CODE, timeout_s=30.0, guard=False, clock_s=60.0)])
         with open(worker.host_clocks.queued_path, "rb") if host_dir else open(os.devnull, "rb") as fh:
             waited = int(fh.read() or 0) / 1e9  # what the host measured, as the server reads it
     assert host_dir is None or not os.path.exists(host_dir), "the host's clocks directory outlived its container"
-    return {worker.hello["queued"]}, [(o.status, o.detail) for o in outcomes], waited, [o.cpu_s for o in outcomes]
+    assert outcomes[-1].status == PASSED, (outcomes[-1].detail, outcomes[-1].stderr_tail)
+    return Crowded({worker.hello["queued"]}, [(o.status, o.detail) for o in outcomes[:-1]], waited,
+                   [o.cpu_s for o in outcomes[:-1]], tuple(map(float, outcomes[-1].stdout_tail.split())))
 
 
 def test_host_clocks_follow_a_cgroups_tasks_and_leave_nothing_behind():
@@ -460,15 +480,21 @@ def test_a_program_on_a_crowded_host_gets_runcs_clock_verdict_under_runsc(runsc_
     bench/gvisor_crowded.py shows that side, which depends on the machine's scheduler, not on us.
     Its CPU time is about the work's, as under runc, where gVisor's own count gives it the share
     of its wall time that it waited for too (about 4.5 times the work here; bounded by the host's
-    count of the container's CPU now)."""
+    count of the container's CPU now). So is the clock of a harness inside the program, which
+    read gVisor's /proc (no delay: the wall time) before it read the host's count."""
     image, work = runsc_entry["image"], crowded_work()
     with busy_containers(image):
         seen = {rt: crowded_verdicts(rt, image, work) for rt in RUNTIMES}
-    assert seen[RUNC][:2] == ({"schedstat"}, [(PASSED, "")] * 2), (work.clock_limit_s, seen)
-    assert seen[RUNSC][:2] == ({"/run/codeeval-host/queued"}, [(PASSED, "")] * 2), (work.clock_limit_s, seen)
-    assert seen[RUNSC][2] > 0.05, seen  # its tasks waited for a CPU, and the server could read how long
-    work_s = work.clock_limit_s / 2.5
-    assert max(seen[RUNC][3] + seen[RUNSC][3]) < 1.5 * work_s + 0.3, (work_s, seen)
+    runc, runsc, work_s = seen[RUNC], seen[RUNSC], work.clock_limit_s / 2.5
+    assert (runc.queued_from, runc.verdicts) == ({"schedstat"}, [(PASSED, "")] * 2), (work.clock_limit_s, seen)
+    assert (runsc.queued_from, runsc.verdicts) == ({"/run/codeeval-host/queued"}, [(PASSED, "")] * 2), \
+        (work.clock_limit_s, seen)
+    assert runsc.host_waited > 0.05, seen  # its tasks waited for a CPU, and the server could read how long
+    assert max(runc.cpu + runsc.cpu) < 1.5 * work_s + 0.3, (work_s, seen)
+    for clocks in (runc.own_clocks, runsc.own_clocks):  # the harnesses' clocks inside the program too
+        clock_s, wall_s, steps_waited = clocks
+        assert clock_s < 1.5 * work_s + 0.3 and abs(wall_s - clock_s - steps_waited) < 0.3, (work_s, seen)
+    assert runsc.own_clocks[2] > 0.05, seen
 
 
 # -- test_adversarial's attacks under runsc ---------------------------------------------------

@@ -26,7 +26,8 @@ The package, one responsibility a module:
     `least_since(clock, bound)`, the lesser of two counts of the same CPU.
   * queued  -- run-queue delay: `others_queued()`, `group_queued(pgid)`, `session_queued(sid)`
     (the server's, the local sandbox's, a harness's child steps), `since(clock)`, and
-    `own_clock()`, inside a program its wall time less its threads' delay.
+    `own_clock()`, inside a program its wall time less its threads' delay; under gVisor each
+    reads the delay the Docker host measured for the container (`host_queued()`, HOST_QUEUED).
   * speed   -- `slowdown()`: how much slower than the reference this machine runs Python now.
   * limits  -- `watch`, the loop that ends a program at its limits, and `wait_clocked`, a
     harness's step on its session's clock.
@@ -43,10 +44,10 @@ local sandbox's runner imports it for them from beside runner.py.
 from .alarm import Alarm, TimeLimit
 from .clocks import Clock, cgroup_clock, container_clock, group_clock, host_clock, least_since, max_rate
 from .limits import CLOCK, CPU, ENDED, MIN_POLL_S, POLL_S, WALL, wait_clocked, watch
-from .queued import group_queued, others_queued, own_clock, session_queued, since
+from .queued import HOST_QUEUED, group_queued, host_queued, others_queued, own_clock, session_queued, since
 from .speed import MAX_SLOWDOWN, REFERENCE_S, paused_slowdown, slowdown
 
-__all__ = ["Alarm", "CLOCK", "CPU", "Clock", "ENDED", "MAX_SLOWDOWN", "MIN_POLL_S", "POLL_S", "REFERENCE_S", "WALL",
-           "cgroup_clock", "container_clock", "group_clock", "group_queued", "host_clock", "least_since", "max_rate",
+__all__ = ["Alarm", "CLOCK", "CPU", "Clock", "ENDED", "HOST_QUEUED", "MAX_SLOWDOWN", "MIN_POLL_S", "POLL_S", "REFERENCE_S", "WALL",
+           "cgroup_clock", "container_clock", "group_clock", "group_queued", "host_clock", "host_queued", "least_since", "max_rate",
            "others_queued",
            "own_clock", "paused_slowdown", "session_queued", "since", "slowdown", "TimeLimit", "wait_clocked", "watch"]

@@ -1,12 +1,18 @@
 """Run-queue delay: the seconds a program's threads spent runnable but waiting for a CPU
-(/proc/<pid>/task/<tid>/schedstat, second field), which its clock leaves out."""
+(/proc/<pid>/task/<tid>/schedstat, second field), which its clock leaves out.
+
+gVisor's kernel keeps no schedstat; there every clock below reads the delay the Docker host
+measured for the whole container, HOST_QUEUED (executors/docker/hostclocks.py), where it is
+mounted: the programs run one at a time, so it is theirs (and an idle server's)."""
 from __future__ import annotations
 
 import os
 import time
-from typing import Callable
+from typing import Callable, Optional
 
-from .clocks import Clock, members
+from .clocks import Clock, host_clock, members
+
+HOST_QUEUED = "/run/codeeval-host/queued"  # hostclocks.MOUNT/QUEUED: mounted by the host under gVisor only
 
 
 def group_queued(pgid: int) -> Clock:
@@ -28,6 +34,14 @@ def others_queued() -> Clock:
     return _queued(lambda pid, fields: pid != own)
 
 
+def host_queued() -> Optional[Clock]:
+    """The container's delay as the Docker host measured it, where this kernel keeps no schedstat
+    and the host's file is mounted (gVisor on a local engine); None elsewhere."""
+    if os.path.exists("/proc/self/schedstat"):
+        return None
+    return host_clock(HOST_QUEUED)
+
+
 def since(clock: Clock) -> Clock:
     """`clock` counted from now."""
     base = clock()
@@ -36,7 +50,10 @@ def since(clock: Clock) -> Clock:
 
 def _queued(member: Callable[[int, list], bool]) -> Clock:
     """Each thread's delay is kept as last read, so a thread that has exited still counts with
-    what it had waited then; 0 where the kernel keeps no schedstat."""
+    what it had waited then; the host's count from now where the kernel keeps no schedstat, else 0."""
+    host = host_queued()
+    if host is not None:
+        return since(host)
     seen: dict[int, int] = {}
 
     def read() -> float:
@@ -60,7 +77,11 @@ def own_clock() -> Clock:
     """Inside a program: this process's wall time (time.monotonic) less the run-queue delay of its
     threads, cumulative (take differences). Each thread's schedstat stays open and is read with
     one pread; while the process has one thread (/proc/self/task's link count is 2 + the
-    threads), that one only (~3 us a reading; ~6 us listing the threads)."""
+    threads), that one only (~3 us a reading; ~6 us listing the threads). Under gVisor, the
+    host's count (host_queued)."""
+    host = host_queued()
+    if host is not None:
+        return lambda: time.monotonic() - host()
     fds: dict[str, int] = {}
     seen: dict[str, int] = {}
     main = str(os.getpid())

@@ -29,7 +29,7 @@ import threading
 from typing import Callable, Optional
 
 MOUNT = "/run/codeeval-host"  # where the container sees the directory
-QUEUED, CPU = "queued", "cpu"  # inside/server.py's HOST_QUEUED and HOST_CPU are MOUNT/these
+QUEUED, CPU = "queued", "cpu"  # cputime.HOST_QUEUED and inside/server.py's HOST_CPU are MOUNT/these
 PERIOD_S = 0.05  # how stale the server's reading may be (it reads the clock every 0.2 s); ~13 ms of host CPU a second
 _WIDTH = 20
 _CGROUP_V1 = ("/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu")

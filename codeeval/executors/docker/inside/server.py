@@ -14,7 +14,7 @@ a 4-byte big-endian length followed by UTF-8 JSON.
 `timeout` is a limit of CPU seconds, `clock` one of the program's clock (wall time less the
 time every process in the container but the server spent waiting for a CPU: schedstat; under
 gVisor, whose /proc has none, the delay of the container's host tasks, which the host writes to
-HOST_QUEUED: executors/docker/hostclocks.py; `queued` names the source), `wall`
+cputime.HOST_QUEUED: executors/docker/hostclocks.py; `queued` names the source), `wall`
 the wall-clock cap (cputime.watch). The CPU is read
 from the container's own cgroup (cputime.container_clock; `cpu_clock` names the file):
 it counts the server, idle while it waits, and every thread, child and orphan of the
@@ -64,8 +64,7 @@ import server_reset  # noqa: E402
 from server_frames import Channel, open_channel  # noqa: E402
 from server_reset import OUT  # noqa: E402
 
-HOST_QUEUED = "/run/codeeval-host/queued"  # hostclocks.MOUNT/QUEUED, mounted by the host under gVisor only
-HOST_CPU = "/run/codeeval-host/cpu"  # hostclocks.MOUNT/CPU
+HOST_CPU = "/run/codeeval-host/cpu"  # hostclocks.MOUNT/CPU, mounted by the host under gVisor only
 
 # Pre-import what the runner and typical benchmark programs import, so that each
 # forked child starts warm. (Programs get fresh globals; module objects are shared.)
@@ -74,7 +73,7 @@ import math, random, re, resource, secrets, shutil, string, subprocess, tracebac
 
 
 def run_one(req: dict, devnull: int, channel: Channel, clock: cputime.Clock, rate: float,
-            host: tuple) -> tuple[dict, bool]:
+            host_cpu) -> tuple[dict, bool]:
     """Run one program; returns (response, clean) where clean says the scratch space is restored."""
     nonce = secrets.token_hex(16)
     limit = int(req.get("tail", 2048))
@@ -87,7 +86,6 @@ def run_one(req: dict, devnull: int, channel: Channel, clock: cputime.Clock, rat
     err_fd = os.open(f"{OUT}/stderr", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     result_fd = os.open(f"{OUT}/result", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     written = server_reset.write_files(req.get("files") or {})
-    host_queued, host_cpu = host
     used = cputime.least_since(clock, host_cpu)  # before the fork: the child's every CPU second counts
     started = time.monotonic()
     pid = server_fork.fork(req, compiled, nonce, marker_w, out_fd, err_fd, result_fd, devnull)
@@ -95,7 +93,7 @@ def run_one(req: dict, devnull: int, channel: Channel, clock: cputime.Clock, rat
     timeout = float(req.get("timeout", 3.0))
     why, factor = server_fork.wait(pid, used, timeout, float(req.get("clock", timeout)),
                                    float(req["wall"]), rate, channel,
-                                   float(req.get("speed_reference", cputime.REFERENCE_S)), host_queued)
+                                   float(req.get("speed_reference", cputime.REFERENCE_S)))
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -136,17 +134,18 @@ def main() -> int:
     server_reset.prepare()
     clock, source = cputime.container_clock()
     rate = cputime.max_rate()
-    host = cputime.host_clock(HOST_QUEUED), cputime.host_clock(HOST_CPU)
+    host_cpu = cputime.host_clock(HOST_CPU)
     channel.send({"ready": True, "pid": os.getpid(), "uid": os.getuid(), "python": sys.version.split()[0],
-                  "cpu_clock": source, "cpu_rate": rate, "queued": HOST_QUEUED if host[0] else "schedstat",
-                  "host_cpu": HOST_CPU if host[1] else None})
+                  "cpu_clock": source, "cpu_rate": rate,
+                  "queued": cputime.HOST_QUEUED if cputime.host_queued() else "schedstat",
+                  "host_cpu": HOST_CPU if host_cpu else None})
     while True:
         req = channel.receive()
         if req is None:
             return 0
         sys.stdout.flush()
         sys.stderr.flush()
-        response, clean = run_one(req, devnull, channel, clock, rate, host)
+        response, clean = run_one(req, devnull, channel, clock, rate, host_cpu)
         if channel.eof:
             return 0
         channel.send(response)

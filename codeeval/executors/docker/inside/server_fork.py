@@ -10,7 +10,6 @@ import signal
 import sys
 import time
 import warnings
-from typing import Optional
 
 import cputime
 import runner
@@ -133,11 +132,12 @@ def _child(req: dict, compiled, nonce: str, marker_w: int, out_fd: int, err_fd: 
 
 
 def wait(pid: int, used: cputime.Clock, cpu_limit: float, clock_limit: float, wall_cap: float, rate: float,
-         channel: Channel, speed_reference: float, host_queued: Optional[cputime.Clock] = None) -> tuple[str, float]:
+         channel: Channel, speed_reference: float) -> tuple[str, float]:
     """Wait for the child until it exits, the CPU it `used` passes `cpu_limit` (stretched by the
     machine's slowdown), its clock (wall time less the run-queue delay of every other process in
-    the container, or, under gVisor, `host_queued`: the container's host tasks', measured by the
-    host) passes `clock_limit`, `wall_cap` passes, or the host hangs up (cputime.watch).
+    the container, or, under gVisor, of the container's host tasks, measured by the host:
+    cputime.others_queued) passes `clock_limit`, `wall_cap` passes, or the host hangs up
+    (cputime.watch).
     The child is left to reap: an exited one stays a zombie, its last delay readable.
 
     Returns (cputime.ENDED | CPU | CLOCK | WALL, the slowdown factor)."""
@@ -164,7 +164,7 @@ def wait(pid: int, used: cputime.Clock, cpu_limit: float, clock_limit: float, wa
     try:
         return cputime.watch(ended, used, cpu_limit, clock_limit, wall_cap, rate,
                              stretch=lambda: cputime.paused_slowdown(pid, speed_reference),
-                             queued=cputime.others_queued() if host_queued is None else cputime.since(host_queued))
+                             queued=cputime.others_queued())
     finally:
         if pidfd is not None:
             os.close(pidfd)
