@@ -1,6 +1,9 @@
 """`codeeval` command line: bigcode-evaluation-harness's flags mapped onto the flow.
 
-Bad input exits with code 2 and one line on stderr, before Prefect starts.
+Bad input exits with code 2 and one line on stderr, before any flow runs. A `run` or `nightly`
+command starts its private Prefect API server first of all, before this module imports the
+rest of the CLI (the server's boot is the long pole of a command: docs/architecture.md); bad
+input stops it again.
 """
 from __future__ import annotations
 
@@ -12,11 +15,10 @@ import threading
 import time
 from typing import Callable, Optional, Sequence
 
-from codeeval.cli_args import build_parser, config_from_args
-from codeeval.cli_commands import COMMANDS
 from codeeval.core import memory
 from codeeval.core.errors import RunFailed, UsageError, no_space
-from codeeval.reporting.summary import no_space_message, results_table
+
+SERVED = ("run", "nightly")  # the commands that run a flow, on a private API unless one is configured
 
 
 def prefect_environment() -> None:
@@ -26,9 +28,20 @@ def prefect_environment() -> None:
     os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
-def run(config, phases: Phases) -> Optional[dict]:
-    """Pre-flight, then the flow. A private Prefect API server boots meanwhile (unless one is
-    configured) and dies with this process, however it ends (codeeval/prefect_api.py)."""
+def early_server(argv: Sequence[str]):
+    """The private API server of a command in SERVED, started before anything else (None for any
+    other command, a configured API, or a rank under a launcher: `run` decides there)."""
+    if not argv or argv[0] not in SERVED or {"-h", "--help"} & set(argv) or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return None
+    from codeeval import prefect_api
+
+    prefect_environment()
+    return prefect_api.private_server()
+
+
+def run(config, phases: Phases, started=None) -> Optional[dict]:
+    """Pre-flight, then the flow. A private Prefect API server boots meanwhile (`started`, unless
+    one is configured) and dies with this process, however it ends (codeeval/prefect_api.py)."""
     from codeeval.generation.hf.devices import launcher_rank
 
     rank, world, _ = launcher_rank()
@@ -40,8 +53,9 @@ def run(config, phases: Phases) -> Optional[dict]:
 
     prefect_environment()
     from codeeval.core import hub
+    from codeeval.core.fingerprint import code_version
 
-    with prefect_api.api_for_run() as server, hub.offline_for_this_run():
+    with prefect_api.api_for_run(started) as server, hub.offline_for_this_run():
         from codeeval.executors.pool import POOL
 
         try:
@@ -51,6 +65,7 @@ def run(config, phases: Phases) -> Optional[dict]:
                 with memory.gc_paused():
                     if server is not None:
                         prefect_api.warm_up()  # what the flow imports, meanwhile too
+                        code_version()  # and the hash of codeeval's sources (once a process) its shard keys need
                     if any(plan.spec.executes for plan in plans.plans.values()) and not config.generation_only:
                         from codeeval.pipeline.plan import sandbox_spec
 
@@ -67,6 +82,8 @@ def run(config, phases: Phases) -> Optional[dict]:
                 except OSError as exc:  # problems.parquet, run.json or results.json did not fit
                     if not no_space(exc):
                         raise
+                    from codeeval.reporting.summary import no_space_message
+
                     raise RunFailed(no_space_message(str(config.run_dir.resolve()))) from None
             phases.mark("flow")
             return results
@@ -105,8 +122,9 @@ def _wait_ready(server) -> None:
         raise RunFailed(str(exc)) from None
 
 
-def nightly(models_file: str, output_dir: Optional[str], runs_dir: Optional[str]) -> int:
-    """The nightly flow on a private API, as `run` does; the models file is checked first."""
+def nightly(models_file: str, output_dir: Optional[str], runs_dir: Optional[str], started=None) -> int:
+    """The nightly flow on a private API (`started`, unless one is configured), as `run` does;
+    the models file is checked while it boots."""
     from pathlib import Path
 
     from codeeval import prefect_api
@@ -116,8 +134,8 @@ def nightly(models_file: str, output_dir: Optional[str], runs_dir: Optional[str]
     from codeeval.pipeline.plan import check
 
     for config in library.load_models(Path(models_file), Path(runs_dir) if runs_dir else None):
-        check(config)  # a bad file or task fails in a second, before the API boots
-    with prefect_api.api_for_run() as server:
+        check(config)  # a bad file or task fails in a second, before any flow runs
+    with prefect_api.api_for_run(started) as server:
         from codeeval.flows.nightly import nightly_leaderboard
 
         if server is not None:
@@ -203,18 +221,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     memory.limit_malloc_arenas()  # before any thread starts (codeeval/core/memory.py)
     phases = Phases()
     argv = list(sys.argv[1:] if argv is None else argv)
+    main_thread = threading.current_thread() is threading.main_thread()  # the parent-death signal's thread
+    server = early_server(argv) if main_thread else None
+    try:
+        return _main(argv, phases, main_thread, server)
+    finally:
+        if server is not None:  # a run has stopped it already; bad input has not
+            server.stop()
+
+
+def _main(argv: list[str], phases: Phases, main_thread: bool, server) -> int:
+    from codeeval.cli_args import build_parser, config_from_args  # while the server boots
+    from codeeval.cli_commands import COMMANDS
+
     args = build_parser().parse_args(argv)
     handlers, stop_watching = {}, lambda: None
-    if threading.current_thread() is threading.main_thread():
+    if main_thread:
         handlers = {signum: signal.signal(signum, _on_signal) for signum in (signal.SIGTERM, signal.SIGINT)}
         stop_watching = _watch_stop_signals()
     try:
         if args.command == "nightly":
-            return nightly(args.models_file, args.output_dir, args.runs_dir)
+            return nightly(args.models_file, args.output_dir, args.runs_dir, server)
         command = COMMANDS.get(args.command)
         if command is not None:  # every other subcommand but `run`, which prints its results below
             return command(args)
-        results = run(config_from_args(args), phases)
+        results = run(config_from_args(args), phases, server)
     except UsageError as exc:
         print(f"codeeval: error: {exc}", file=sys.stderr)
         return 2
@@ -231,6 +262,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
     if results is not None:
+        from codeeval.reporting.summary import results_table
+
         print(results_table(results))
     phases.report()
     return 0

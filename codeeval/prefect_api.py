@@ -27,8 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -76,6 +74,7 @@ class TemporaryServer:
         self.proc: Optional[subprocess.Popen] = None
         self.detached = -1  # read end of the pipe on which the server says it has detached
         self.log = tempfile.TemporaryFile()  # its stderr, for the error message if it dies
+        self.note: Optional[str] = None  # the Prefect patches skipped, said once the run adopts it
 
     @property
     def url(self) -> str:
@@ -83,10 +82,8 @@ class TemporaryServer:
 
     def start(self) -> "TemporaryServer":
         """Must be called from the main thread (the parent-death signal follows the creating thread).
-        Prefect patches that were not tested on this Prefect are skipped, said in one line."""
-        patches, note = prefect_compat.gate()
-        if note:
-            print(note, file=sys.stderr, flush=True)
+        Prefect patches that were not tested on this Prefect are skipped (`note` says which)."""
+        patches, self.note = prefect_compat.gate()
         parent = os.getpid()
         self.detached, detach = os.pipe()  # the server writes a byte once it no longer dies with us
         with socket.socket() as sock:  # bound and listening here: the server inherits it
@@ -104,6 +101,9 @@ class TemporaryServer:
 
     def wait_ready(self, timeout_s: float = 120.0) -> str:
         """Block until /health answers; returns the API URL. RuntimeError if the server died."""
+        import urllib.error  # here: the CLI starts the server before it imports anything it can defer
+        import urllib.request
+
         deadline = time.monotonic() + timeout_s
         while True:
             code = self.proc.poll()
@@ -139,14 +139,21 @@ class TemporaryServer:
         self.proc = None
 
 
+def private_server() -> Optional[TemporaryServer]:
+    """A temporary server, started, unless an API is configured (None)."""
+    return None if configured_url() else TemporaryServer().start()
+
+
 @contextlib.contextmanager
-def api_for_run() -> Iterator[Optional[TemporaryServer]]:
-    """The API for one CLI run: yields the started temporary server (whose URL is now
-    PREFECT_API_URL; wait_ready before the first flow), or None when one is configured. On
-    the way out, Prefect's queued logs and events are sent and the server is stopped."""
-    server = None
-    if not configured_url():
-        server = TemporaryServer().start()
+def api_for_run(started: Optional[TemporaryServer] = None) -> Iterator[Optional[TemporaryServer]]:
+    """The API for one CLI run: yields the temporary server (`started`, the one the CLI started
+    first thing, else one started now; its URL is now PREFECT_API_URL; wait_ready before the
+    first flow), or None when one is configured. On the way out, Prefect's queued logs and
+    events are sent and the server is stopped."""
+    server = started or private_server()
+    if server is not None:
+        if server.note:
+            print(server.note, file=sys.stderr, flush=True)
         os.environ["PREFECT_API_URL"] = server.url
         os.environ[PRIVATE_API_ENV] = "1"  # its slots' holders are all of this host (tasks/slot_holders.py)
     try:
@@ -161,7 +168,7 @@ def api_for_run() -> Iterator[Optional[TemporaryServer]]:
 
 # Modules a flow run imports on its way (measured: ~480 modules, over a second on 2 cores)
 WARM = ("prefect.flow_engine", "prefect.task_engine", "prefect.runtime.flow_run", "prefect.artifacts",
-        "fastapi.encoders", "pandas", "pyarrow.compute")
+        "fastapi.encoders", "pandas", "pyarrow.compute", "tqdm")
 
 
 def warm_up() -> None:
