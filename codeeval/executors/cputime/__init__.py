@@ -47,7 +47,7 @@ from .limits import CLOCK, CPU, ENDED, MIN_POLL_S, POLL_S, WALL, wait_clocked, w
 from .queued import HOST_QUEUED, group_queued, host_queued, others_queued, own_clock, session_queued, since
 from .speed import MAX_SLOWDOWN, REFERENCE_S, paused_slowdown, slowdown
 
-__all__ = ["Alarm", "CLOCK", "CPU", "Clock", "ENDED", "HOST_QUEUED", "MAX_SLOWDOWN", "MIN_POLL_S", "POLL_S", "REFERENCE_S", "WALL",
-           "cgroup_clock", "container_clock", "group_clock", "group_queued", "host_clock", "host_queued", "least_since", "max_rate",
-           "others_queued",
-           "own_clock", "paused_slowdown", "session_queued", "since", "slowdown", "TimeLimit", "wait_clocked", "watch"]
+__all__ = ["Alarm", "CLOCK", "CPU", "Clock", "ENDED", "HOST_QUEUED", "MAX_SLOWDOWN", "MIN_POLL_S", "POLL_S",
+           "REFERENCE_S", "WALL", "cgroup_clock", "container_clock", "group_clock", "group_queued", "host_clock",
+           "host_queued", "least_since", "max_rate", "others_queued", "own_clock", "paused_slowdown", "session_queued",
+           "since", "slowdown", "TimeLimit", "wait_clocked", "watch"]

@@ -34,12 +34,18 @@ def others_queued() -> Clock:
     return _queued(lambda pid, fields: pid != own)
 
 
+_HOST: dict[int, Optional[Clock]] = {}  # pid -> its clock on HOST_QUEUED (a forked child closes the fd)
+
+
 def host_queued() -> Optional[Clock]:
     """The container's delay as the Docker host measured it, where this kernel keeps no schedstat
-    and the host's file is mounted (gVisor on a local engine); None elsewhere."""
-    if os.path.exists("/proc/self/schedstat"):
-        return None
-    return host_clock(HOST_QUEUED)
+    and the host's file is mounted (gVisor on a local engine); None elsewhere. Opened once a
+    process: the server asks for every program, a harness for every step."""
+    pid = os.getpid()
+    if pid not in _HOST:
+        _HOST.clear()  # a parent's descriptor is not this process's
+        _HOST[pid] = None if os.path.exists("/proc/self/schedstat") else host_clock(HOST_QUEUED)
+    return _HOST[pid]
 
 
 def since(clock: Clock) -> Clock:

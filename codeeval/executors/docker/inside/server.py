@@ -21,8 +21,8 @@ it counts the server, idle while it waits, and every thread, child and orphan of
 program. Under gVisor, whose CPU time counts the waits for the host's CPU too, it is at most
 the container's host cgroup's CPU time since the same moment, which the host writes to HOST_CPU
 (`host_cpu` names it; cputime.least_since). It is read before the fork, again only once the
-program could have used its
-limit (cputime.watch), and after every process is dead: `cpu` is the tree's total.
+program could have used its limit (cputime.watch), and after every process is dead: `cpu` is
+the tree's total.
 
 Each program runs in a fresh child forked from this pre-imported interpreter: its own
 session and process group, the rlimits of runner.apply_limits, stdin /dev/null,
