@@ -31,7 +31,10 @@ class Simulated:
         return self.now >= self.ends
 
     def stretch(self) -> float:
+        """The slowdown, or the next of a sequence of readings (the last one repeats)."""
         self.speed_checks += 1
+        if isinstance(self.slowdown, tuple):
+            return self.slowdown[min(self.speed_checks, len(self.slowdown)) - 1]
         return self.slowdown
 
     def watch(self, monkeypatch, cpu_limit, clock_limit, wall_cap=60.0, queued=True):
@@ -83,6 +86,22 @@ def test_a_slow_machine_stretches_the_cpu_seconds_of_the_clock_not_the_sleep(mon
     sleeper = Simulated(cpu=lambda t: 0.001 * t, slowdown=4.0)
     assert sleeper.watch(monkeypatch, 1.0, 1.0) == (CLOCK, 1.0, at(1.0))
     assert sleeper.speed_checks == 0
+
+
+def test_a_second_speed_reading_before_the_clock_ends_a_stretched_program(monkeypatch):
+    """MBPP 123 as a CI run saw it: a quarter of a CPU, 4.14 s of CPU in 18.8 s, and a first speed reading (1.8)
+    under the slowdown its run saw: the clock would pass 3 s at 16.5 s. The second reading (2.4) counts its CPU
+    at the reference speed it ran at, 1.73 s, and it ends within its limit; a second reading no larger changes
+    nothing, and a loop stops at its CPU limit stretched by the first."""
+    def ci(slowdown):
+        return Simulated(cpu=lambda t: t / 4.54, queued=lambda t: 0.72 * t, ends=18.8, slowdown=slowdown)
+
+    program = ci((1.8, 2.4))
+    assert program.watch(monkeypatch, 3.0, 3.0) == (ENDED, 2.4, at(18.8)) and program.speed_checks == 2
+    program = ci((1.8, 1.8))
+    assert program.watch(monkeypatch, 3.0, 3.0) == (CLOCK, 1.8, at(16.48)) and program.speed_checks == 2
+    loop = Simulated(cpu=lambda t: t, slowdown=(2.0, 3.0))
+    assert loop.watch(monkeypatch, 1.0, 1.5) == (CPU, 2.0, at(2.0)) and loop.speed_checks == 1
 
 
 def test_the_wall_cap_ends_a_program_the_machine_starves(monkeypatch):
