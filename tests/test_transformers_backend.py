@@ -287,22 +287,23 @@ def test_the_defaults_a_machine_decides_are_what_the_options_table_says():
     from codeeval.generation import options
     from codeeval.generation.hf.static.settings import StaticSettings
 
-    decided = ("decoder", "compile", "fuse_products", "thin_products", "live_attention", "prefill_tokens",
-               "prompt_lookup")
+    decided = ("decoder", "compile", "fuse_products", "thin_products", "live_attention", "live_query_block",
+               "prefill_tokens", "prompt_lookup")
 
     def decide(machine, **given):
         values = options.resolve("transformers", options.parse("transformers", given), machine)
         return tuple(values[name] for name in decided)
 
-    assert decide(options.Machine("cpu")) == ("dynamic", False, False, 0, 0, 1024, 10)
-    assert decide(options.Machine("cuda", half=True)) == ("static", True, True, 1, 1, 4096, 0)
-    assert decide(options.Machine("cuda")) == ("static", True, False, 0, 0, 4096, 0)
-    assert decide(options.Machine("cuda", half=True), compile="no", prefill_tokens="64", prompt_lookup="3") == (
-        "static", False, True, 1, 1, 64, 3)
+    assert decide(options.Machine("cpu")) == ("dynamic", False, False, 0, 0, 128, 1024, 10)
+    assert decide(options.Machine("cuda", half=True)) == ("static", True, True, 1, 1, 16, 4096, 0)
+    assert decide(options.Machine("cuda")) == ("static", True, False, 0, 0, 16, 4096, 0)
+    assert decide(options.Machine("cuda", half=True), compile="no", prefill_tokens="64", prompt_lookup="3",
+                  live_query_block="64") == ("static", False, True, 1, 1, 64, 64, 3)
     words = {o.name: o.shown_default() for o in options.OPTIONS["transformers"]}
     assert [words[name] for name in decided] == [
         "static on a GPU, dynamic on a CPU", "yes on a GPU, no on a CPU", "yes in bf16 and fp16, no in fp32",
-        "1 in bf16 and fp16, 0 in fp32", "1 in bf16 and fp16 on a GPU, else 0", "4096 on a GPU, 1024 on a CPU",
+        "1 in bf16 and fp16, 0 in fp32", "1 in bf16 and fp16 on a GPU, else 0", "16 on a GPU, else 128",
+        "4096 on a GPU, 1024 on a CPU",
         "10 on a CPU, 0 on a GPU"]
     settings = StaticSettings.resolve(options.parse("transformers", {"live_attention": "3"}),
                                       options.Machine("cuda", half=True))
