@@ -151,19 +151,55 @@ def api_for_run(started: Optional[TemporaryServer] = None) -> Iterator[Optional[
     first flow), or None when one is configured. On the way out, Prefect's queued logs and
     events are sent and the server is stopped."""
     server = started or private_server()
+    private = {}
     if server is not None:
         if server.note:
             print(server.note, file=sys.stderr, flush=True)
-        os.environ["PREFECT_API_URL"] = server.url
-        os.environ[PRIVATE_API_ENV] = "1"  # its slots' holders are all of this host (tasks/slot_holders.py)
+        private = {"PREFECT_API_URL": server.url,
+                   PRIVATE_API_ENV: "1"}  # its slots' holders are all of this host (tasks/slot_holders.py)
+        if (ca_file := loopback_ca_file()) is not None:
+            private[CA_FILE_SETTING] = ca_file
+    saved = {name: os.environ.get(name) for name in private}
+    os.environ.update(private)
     try:
         yield server
     finally:
         if server is not None:
             drain()
             server.stop()
-            os.environ.pop("PREFECT_API_URL", None)
-            os.environ.pop(PRIVATE_API_ENV, None)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+CA_FILE_SETTING = "PREFECT_API_SSL_CERT_FILE"
+CA_FILE_NAME = "codeeval-loopback-ca.pem"
+_PEM = re.compile(r"-----BEGIN CERTIFICATE-----\n.*?\n-----END CERTIFICATE-----\n", re.S)
+
+
+def loopback_ca_file() -> Optional[str]:
+    """A CA file of one certificate (certifi's first) for Prefect's clients of the private API, or
+    None if it cannot be written. That API is plain HTTP on 127.0.0.1, so no certificate is ever
+    checked, yet each Prefect client builds a verifying SSL context from certifi's whole bundle
+    first (~150 certificates: 30-60 ms a client, four of them in a flow's first second)."""
+    path = prefect_home() / CA_FILE_NAME
+    if path.is_file():
+        return str(path)
+    try:
+        import certifi
+
+        first = _PEM.search(Path(certifi.where()).read_text(encoding="ascii"))
+        if first is None:
+            return None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{CA_FILE_NAME}.{os.getpid()}.partial")
+        partial.write_text(first.group(0), encoding="ascii")
+        os.replace(partial, path)  # runs that start together write the same bytes
+    except (ImportError, OSError):
+        return None
+    return str(path)
 
 
 # Modules a flow run imports on its way (measured: ~480 modules, over a second on 2 cores)

@@ -57,8 +57,12 @@ def metrics_of_a_clean_run(workload, data_dir) -> dict:
     root, _, env = workload
     out = root / "clean"
     if not (out / "humaneval" / "metrics.json").exists():
-        done = subprocess.run(command(workload, data_dir, out), env=env, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-3000:]
+        proc = subprocess.Popen(command(workload, data_dir, out), env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+        # its containers are stopped while it writes its summary, and gone before it returns
+        assert not owned_containers(proc.pid), f"containers of the finished run: {owned_containers(proc.pid)}"
     return json.loads((out / "humaneval" / "metrics.json").read_text())
 
 

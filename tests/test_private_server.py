@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import json
 import sqlite3
+import ssl
 import subprocess
 import sys
 import sysconfig
@@ -67,6 +68,9 @@ def test_a_finished_run_has_every_task_run_recorded_and_its_server_gone(data_dir
     # the last of them ends a moment before the CLI returns
     assert sorted(tasks) == [("execute-humaneval-shard-000", "COMPLETED"), ("generate-humaneval-shard-000", "COMPLETED"),
                              ("load-humaneval", "COMPLETED"), ("score-humaneval", "COMPLETED")]
+    # its Prefect clients were pointed at one certificate, not certifi's bundle: the API is plain HTTP
+    ca_file = home / "codeeval-loopback-ca.pem"
+    assert ssl.create_default_context(cafile=str(ca_file)).cert_store_stats()["x509_ca"] == 1
 
 
 def test_a_server_that_cannot_start_fails_the_run_in_one_line_with_its_cause(data_dir, tmp_path):
@@ -122,3 +126,55 @@ def test_a_run_boots_its_server_plain_where_the_patches_were_not_tested(version,
         f"codeeval: Prefect patches skipped (routers, hash_key): {why}; the server boots plain")
     metrics = json.loads((tmp_path / "out" / "humaneval" / "metrics.json").read_text())
     assert (metrics["metrics"]["pass@1"], metrics["passed"]) == (1.0, 2)  # the reference solutions, executed and scored
+
+
+def test_each_of_a_flow_runs_first_routes_is_the_route_prefects_own_order_matches():
+    """The routes served first (prefect_compat.FLOW_RUN_ROUTES) change no answer: for a request to
+    each, the first route in Prefect's own router order that matches it is that same route."""
+    import uuid
+
+    from prefect.server import api
+    from prefect.server.api import server
+    from starlette.routing import Match
+
+    from codeeval.prefect_compat import FLOW_RUN_ROUTERS, FLOW_RUN_ROUTES, flow_run_routes
+
+    first = flow_run_routes([getattr(api, name).router for name in FLOW_RUN_ROUTERS])
+    assert len(first) == len(FLOW_RUN_ROUTES)  # every route is there on the Prefect the patch is tested on
+    in_prefects_order = [route for router in server.API_ROUTERS for route in router.routes]
+    for (method, path), route in zip(FLOW_RUN_ROUTES, first):
+        concrete = path.replace("{id:uuid}", str(uuid.uuid4()))
+        scope = {"type": "websocket", "path": concrete} if method is None else \
+            {"type": "http", "path": concrete, "method": method}
+        matched = next(r for r in in_prefects_order if r.matches(scope)[0] == Match.FULL)
+        assert matched is route, (method, path, getattr(matched, "path", None))
+
+
+def test_a_run_and_a_nightly_build_only_the_routes_a_flow_run_calls(data_dir, tmp_path):
+    """FastAPI builds a router's routes on the first request that walks past them; a reference
+    run and a nightly of two models, on the private server's app, walk past none but the first."""
+    from codeeval.prefect_compat import FLOW_RUN_ROUTES
+
+    home = tmp_path / "prefect-home"
+    probe = subprocess.Popen([sys.executable, str(ROOT / "tests" / "route_probe.py")], env=_env(home),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        port = probe.stdout.readline().split()[0]
+        env = _env(home, PREFECT_API_URL=f"http://127.0.0.1:{port}/api")
+        models = tmp_path / "models.yaml"
+        models.write_text(f"defaults: {{tasks: [humaneval], limit: 2, allow_code_execution: true, executor: local, "
+                          f"data_dir: {data_dir}}}\nmodels:\n  - model: reference\n"
+                          f"  - model: replayed-example\n    load_generations_path: "
+                          f"{ROOT / 'examples' / 'replayed-humaneval.json'}\n")
+        for cmd in (["run", "--model", "reference", "--tasks", "humaneval", "--limit", "1", "--allow_code_execution",
+                     "--executor", "local", "--data-dir", str(data_dir), "--output-dir", str(tmp_path / "run")],
+                    ["nightly", str(models), "--output-dir", str(tmp_path / "board"), "--runs-dir",
+                     str(tmp_path / "runs")]):
+            done = subprocess.run([sys.executable, "-m", "codeeval", *cmd], env=env, capture_output=True, text=True,
+                                  timeout=300, cwd=ROOT)
+            assert done.returncode == 0, done.stderr[-3000:]
+    finally:
+        out, err = probe.communicate(timeout=60)  # its input ends: it stops and reports
+    built = json.loads(out.strip().splitlines()[-1])
+    expected = sorted([method or "WEBSOCKET", path] for method, path in FLOW_RUN_ROUTES)
+    assert built == [expected], err[-2000:]

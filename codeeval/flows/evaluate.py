@@ -208,6 +208,7 @@ def _outcome(config: RunConfig, layout: artifacts.RunLayout, plans: dict[str, Pl
     RunFailed when a shard failed or was skipped, with each failed shard's root cause."""
     for run in runs:
         run.future.wait()
+    POOL.close(wait=False)  # every execution has ended: the containers go while the summary is written
     _write_view(config, layout)
     failed = [_shard_failure(layout, run) for run in runs if not run.future.state.is_completed()]
     skipped = [run.name for run in runs if run.future.state.name == SKIPPED]
