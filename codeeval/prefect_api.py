@@ -33,6 +33,7 @@ from typing import Iterator, Optional
 import tomllib
 
 from codeeval import prefect_compat
+from codeeval.core import environment
 from codeeval.core.processes import PR_SET_PDEATHSIG, PRIVATE_API_ENV, die_with_parent
 from codeeval.team_server import prefect_home
 
@@ -159,19 +160,14 @@ def api_for_run(started: Optional[TemporaryServer] = None) -> Iterator[Optional[
                    PRIVATE_API_ENV: "1"}  # its slots' holders are all of this host (tasks/slot_holders.py)
         if (ca_file := loopback_ca_file()) is not None:
             private[CA_FILE_SETTING] = ca_file
-    saved = {name: os.environ.get(name) for name in private}
-    os.environ.update(private)
-    try:
-        yield server
-    finally:
-        if server is not None:
-            drain()
-            server.stop()
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    with environment.restored(private):
+        os.environ.update(private)
+        try:
+            yield server
+        finally:
+            if server is not None:
+                drain()
+                server.stop()
 
 
 CA_FILE_SETTING = "PREFECT_API_SSL_CERT_FILE"
@@ -190,13 +186,12 @@ def loopback_ca_file() -> Optional[str]:
     try:
         import certifi
 
+        from codeeval.core import files  # once per PREFECT_HOME: not in the CLI's first moment
+
         first = _PEM.search(Path(certifi.where()).read_text(encoding="ascii"))
         if first is None:
             return None
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{CA_FILE_NAME}.{os.getpid()}.partial")
-        partial.write_text(first.group(0), encoding="ascii")
-        os.replace(partial, path)  # runs that start together write the same bytes
+        files.write_bytes(path, first.group(0).encode("ascii"))  # runs that start together write the same bytes
     except (ImportError, OSError):
         return None
     return str(path)

@@ -6,7 +6,6 @@ use its local cache without a single retry (HF_HUB_OFFLINE=1, set by `go_offline
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import re
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from codeeval.core import yes_no
+from codeeval.core.environment import restored
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -83,19 +83,9 @@ def go_offline_if_unreachable() -> bool:
     return True
 
 
-@contextlib.contextmanager
 def offline_for_this_run():
-    """The offline variables as they were before the run, afterwards (a caller that runs the
-    CLI in-process, or starts other programs, gets its own environment back)."""
-    saved = {name: os.environ.get(name) for name in OFFLINE_VARIABLES}
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    """The offline variables as they were before the run, afterwards (a context manager)."""
+    return restored(OFFLINE_VARIABLES)
 
 
 def _hf_home() -> Path:

@@ -48,18 +48,22 @@ class SandboxPool:
             self._starting = None
         with self._lock:
             boxes, self._open = list(self._open.values()), {}
-            closing, self._closing = self._closing, []
         if not wait:
-            stop = threading.Thread(target=lambda: [box.close() for box in boxes], name="sandbox-close")
-            stop.start()
-            closing.append(stop)
+            stopping = threading.Thread(target=_close_all, args=(boxes,), name="sandbox-close")
+            stopping.start()
             with self._lock:
-                self._closing.extend(closing)
+                self._closing.append(stopping)
             return
-        for box in boxes:
-            box.close()
-        for stop in closing:
-            stop.join()
+        _close_all(boxes)
+        with self._lock:
+            closing, self._closing = self._closing, []
+        for stopping in closing:
+            stopping.join()
+
+
+def _close_all(boxes: list[Sandbox]) -> None:
+    for box in boxes:
+        box.close()
 
 
 # The process's pool: a run's sandboxes are resources of the process running its flow, like a
